@@ -683,6 +683,7 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         rc,
         Traffic::None,
         crate::family::Handle::NONE,
+        rt::After::Nothing,
     );
     apply_pcontrol(level);
     rc

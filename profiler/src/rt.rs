@@ -336,25 +336,13 @@ pub fn ahead(call: &Call, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
 }
 
 /// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
-/// `traffic` describes its data and is looked at only when the call succeeded. `traced` is what
-/// trace mode needs to record the call ([`crate::trace::leave`], out of line, with this path's
-/// end time and bytes: nothing is measured twice), else `None` (a constant in the untraced
-/// wrappers: no cost there).
+/// `traffic` describes its data and is looked at only when the call succeeded; `after` is what
+/// else it leaves or settles (a constant variant in each wrapper). `traced` is what trace mode
+/// needs to record the call ([`crate::trace::leave`], out of line, with this path's end time
+/// and bytes: nothing is measured twice), else `None` (a constant in the untraced wrappers: no
+/// cost there).
 #[inline(always)]
 pub fn leave(
-    call: Call,
-    traced: Option<crate::trace::Leaving>,
-    id: RoutineId,
-    rc: c_int,
-    traffic: Traffic,
-    comm: MPI_Comm,
-) {
-    leave_as(call, traced, id, rc, traffic, comm, false, After::Nothing);
-}
-
-/// [`leave`] of a call that leaves or settles something else too ([`After`]).
-#[inline(always)]
-pub fn leave_after(
     call: Call,
     traced: Option<crate::trace::Leaving>,
     id: RoutineId,

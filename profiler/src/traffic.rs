@@ -799,27 +799,15 @@ pub fn ahead(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Com
     } = traffic
     {
         if !table.routines[id].memo.holds(count, datatype, peer, comm) {
-            remember_elements(table, id, count, datatype, peer, comm);
+            remember_measured(table, id, traffic, comm);
         }
     }
 }
 
-/// [`ahead`]'s miss: its arguments stay in registers up to here.
+/// [`ahead`]'s miss (one call per routine and key).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-fn remember_elements(
-    table: &ThreadTable,
-    id: RoutineId,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    peer: c_int,
-    comm: MPI_Comm,
-) {
-    let traffic = Traffic::Elements {
-        count,
-        datatype,
-        peer,
-    };
+fn remember_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     remember(table, id, traffic, comm);
 }
 

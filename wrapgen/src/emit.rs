@@ -319,7 +319,7 @@ fn counts_ahead(semantics: &Semantics, plan: &TrafficPlan) -> bool {
         && matches!(plan, TrafficPlan::Elements { .. })
 }
 
-/// The `rt::After` a wrapper passes to `rt::leave_after`: what its call leaves for later or
+/// The `rt::After` a wrapper passes to `rt::leave`: what its call leaves for later or
 /// settles ([`Semantics::traffic`] checked that a row has at most one).
 fn after_expr(semantics: &Semantics, plan: &TrafficPlan) -> Option<String> {
     if counts_ahead(semantics, plan) {
@@ -624,19 +624,13 @@ fn wrapper(
             "<crate::ffi::MPI_Comm as crate::family::Handle>::NONE".to_string(),
             ident,
         );
-        match after_expr(&row.semantics, &plan) {
-            None => writeln!(
-                out,
-                "    rt::leave(call, traced, id::{name}, {rc_arg}, {traffic}, {comm});"
-            ),
-            Some(after) => {
-                *uses_requests |= after.contains("requests::");
-                writeln!(
-                    out,
-                    "    rt::leave_after(call, traced, id::{name}, {rc_arg}, {traffic}, {comm}, {after});"
-                )
-            }
-        }
+        let after =
+            after_expr(&row.semantics, &plan).unwrap_or_else(|| "rt::After::Nothing".into());
+        *uses_requests |= after.contains("requests::");
+        writeln!(
+            out,
+            "    rt::leave(call, traced, id::{name}, {rc_arg}, {traffic}, {comm}, {after});"
+        )
         .unwrap();
     }
     if let Some(hook) = &after {

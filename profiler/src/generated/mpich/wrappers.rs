@@ -30,7 +30,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -67,7 +67,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -104,7 +104,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let traffic = Traffic::None;
     let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -141,7 +141,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let traffic = Traffic::None;
     let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -178,7 +178,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Reque
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -215,7 +215,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -257,7 +257,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MP
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -294,7 +294,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const 
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -331,7 +331,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -368,7 +368,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_G
     let traffic = Traffic::None;
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -406,7 +406,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Ibsend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -443,7 +443,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, flag, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -480,7 +480,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
     let rc = next(buf, count, r#type, message, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -517,7 +517,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -559,7 +559,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -602,7 +602,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Irsend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -640,7 +640,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     rt::ahead(&call, id::MPI_Isend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -683,7 +683,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Issend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -720,7 +720,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -759,7 +759,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
     let rc = next(buf, count, r#type, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -796,7 +796,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -838,7 +838,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, co
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -877,7 +877,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -920,7 +920,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
     rc
 }
 #[cold]
@@ -957,7 +957,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MP
     let traffic = Traffic::None;
     let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -994,7 +994,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, cou
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1031,7 +1031,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1068,7 +1068,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1105,7 +1105,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1149,7 +1149,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1193,7 +1193,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_v
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1230,7 +1230,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1267,7 +1267,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1309,7 +1309,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
     rc
 }
 #[cold]
@@ -1351,7 +1351,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
     rc
 }
 #[cold]
@@ -1393,7 +1393,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *
     let traffic = Traffic::None;
     let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1430,7 +1430,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *m
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1467,7 +1467,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: 
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1506,7 +1506,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1555,7 +1555,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, index, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1604,7 +1604,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *
     let traffic = Traffic::None;
     let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1651,7 +1651,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const 
     let traffic = Traffic::None;
     let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1690,7 +1690,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incoun
     let traffic = Traffic::None;
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1733,7 +1733,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1782,7 +1782,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, index, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1831,7 +1831,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *
     let traffic = Traffic::None;
     let rc = next(request, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1880,7 +1880,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incoun
     let traffic = Traffic::None;
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1921,7 +1921,7 @@ unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1958,7 +1958,7 @@ unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Bsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Bsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1995,7 +1995,7 @@ unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, general: bool, buffer: *mut c
     let traffic = Traffic::None;
     let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2032,7 +2032,7 @@ unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, general: bool, buffer_addr: *
     let traffic = Traffic::None;
     let rc = next(buffer_addr, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2069,7 +2069,7 @@ unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, general: bool, status: *const MPI
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2106,7 +2106,7 @@ unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, general: bool, status: *const 
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2144,7 +2144,7 @@ unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     rt::ahead(&call, id::MPI_Ibsend_c, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ibsend_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Ibsend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2181,7 +2181,7 @@ unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, cou
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(buf, count, datatype, message, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -2218,7 +2218,7 @@ unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, coun
     let traffic = Traffic::Elements { count, datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irecv_c, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Irecv_c, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -2256,7 +2256,7 @@ unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     rt::ahead(&call, id::MPI_Irsend_c, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irsend_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Irsend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2294,7 +2294,7 @@ unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     rt::ahead(&call, id::MPI_Isend_c, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isend_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2332,7 +2332,7 @@ unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     rt::ahead(&call, id::MPI_Isendrecv, traffic, comm);
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isendrecv, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isendrecv, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2370,7 +2370,7 @@ unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     rt::ahead(&call, id::MPI_Isendrecv_c, traffic, comm);
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isendrecv_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isendrecv_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2408,7 +2408,7 @@ unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_
     rt::ahead(&call, id::MPI_Isendrecv_replace, traffic, comm);
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isendrecv_replace, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isendrecv_replace, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2446,7 +2446,7 @@ unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut 
     rt::ahead(&call, id::MPI_Isendrecv_replace_c, traffic, comm);
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isendrecv_replace_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isendrecv_replace_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2484,7 +2484,7 @@ unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     rt::ahead(&call, id::MPI_Issend_c, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Issend_c, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Issend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2523,7 +2523,7 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, coun
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(buf, count, datatype, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2560,7 +2560,7 @@ unsafe fn wrap_MPI_Parrived(via_pmpi: bool, general: bool, request: MPI_Request,
     let traffic = Traffic::None;
     let rc = next(request, partition, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2597,7 +2597,7 @@ unsafe fn wrap_MPI_Pready(via_pmpi: bool, general: bool, partition: c_int, reque
     let traffic = Traffic::None;
     let rc = next(partition, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2634,7 +2634,7 @@ unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, general: bool, length: c_int, arr
     let traffic = Traffic::None;
     let rc = next(length, array_of_partitions, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2671,7 +2671,7 @@ unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, general: bool, partition_low: c_
     let traffic = Traffic::None;
     let rc = next(partition_low, partition_high, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2708,7 +2708,7 @@ unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, general: bool, buf: *mut c_void, p
     let traffic = Traffic::None;
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Precv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Precv_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2745,7 +2745,7 @@ unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::None;
     let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Psend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Psend_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2784,7 +2784,7 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2821,7 +2821,7 @@ unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, general: bool, buf: *mut c_void, 
     let traffic = Traffic::Elements { count, datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Recv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
+    rt::leave(call, traced, id::MPI_Recv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -2858,7 +2858,7 @@ unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2895,7 +2895,7 @@ unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Rsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Rsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -2932,7 +2932,7 @@ unsafe fn wrap_MPI_Send_c(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2969,7 +2969,7 @@ unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, general: bool, buf: *const c_void
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Send_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Send_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -3008,7 +3008,7 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3047,7 +3047,7 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3084,7 +3084,7 @@ unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3121,7 +3121,7 @@ unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ssend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Ssend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -3200,7 +3200,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3279,7 +3279,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3358,7 +3358,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3442,7 +3442,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3526,7 +3526,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3600,7 +3600,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3679,7 +3679,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
     let traffic = Traffic::None;
     let rc = next(comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3721,7 +3721,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3763,7 +3763,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3842,7 +3842,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3879,7 +3879,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3916,7 +3916,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3953,7 +3953,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3990,7 +3990,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4027,7 +4027,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4064,7 +4064,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4101,7 +4101,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4138,7 +4138,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4175,7 +4175,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *co
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4212,7 +4212,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4249,7 +4249,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4286,7 +4286,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4323,7 +4323,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4360,7 +4360,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4397,7 +4397,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4439,7 +4439,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4481,7 +4481,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_v
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4555,7 +4555,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *cons
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4629,7 +4629,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf:
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4703,7 +4703,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4740,7 +4740,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4782,7 +4782,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4819,7 +4819,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4856,7 +4856,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4930,7 +4930,7 @@ unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -4967,7 +4967,7 @@ unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5041,7 +5041,7 @@ unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *cons
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5078,7 +5078,7 @@ unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *co
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Large(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5152,7 +5152,7 @@ unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allreduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allreduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5189,7 +5189,7 @@ unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Allreduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Allreduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5263,7 +5263,7 @@ unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5300,7 +5300,7 @@ unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *cons
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5374,7 +5374,7 @@ unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5411,7 +5411,7 @@ unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5485,7 +5485,7 @@ unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5522,7 +5522,7 @@ unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Large(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5559,7 +5559,7 @@ unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, general: bool, comm: MPI_Comm, i
     let traffic = Traffic::None;
     let rc = next(comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Barrier_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Barrier_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5596,7 +5596,7 @@ unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, c
     let traffic = Traffic::Elements { count, datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5633,7 +5633,7 @@ unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, general: bool, buffer: *mut c_void
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Bcast_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Bcast_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5670,7 +5670,7 @@ unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, general: bool, buffer: *mut c_vo
     let traffic = Traffic::Elements { count, datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Bcast_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Bcast_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5744,7 +5744,7 @@ unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Exscan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Exscan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5781,7 +5781,7 @@ unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Exscan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Exscan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5818,7 +5818,7 @@ unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5855,7 +5855,7 @@ unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Gather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Gather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5892,7 +5892,7 @@ unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Gather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Gather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5929,7 +5929,7 @@ unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5966,7 +5966,7 @@ unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Gatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Gatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6003,7 +6003,7 @@ unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Gatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Gatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6040,7 +6040,7 @@ unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6077,7 +6077,7 @@ unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Large(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6114,7 +6114,7 @@ unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6151,7 +6151,7 @@ unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6188,7 +6188,7 @@ unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6225,7 +6225,7 @@ unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Large(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6262,7 +6262,7 @@ unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, 
     let traffic = Traffic::Elements { count, datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6299,7 +6299,7 @@ unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6336,7 +6336,7 @@ unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6373,7 +6373,7 @@ unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6410,7 +6410,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf:
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6447,7 +6447,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6484,7 +6484,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6521,7 +6521,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf:
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6558,7 +6558,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf:
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6595,7 +6595,7 @@ unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6632,7 +6632,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, general: bool, sendbu
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6669,7 +6669,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *co
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6706,7 +6706,7 @@ unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6743,7 +6743,7 @@ unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6780,7 +6780,7 @@ unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6817,7 +6817,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6854,7 +6854,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, general: bool, sendbu
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6891,7 +6891,7 @@ unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, general: bool, send
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6928,7 +6928,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf:
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6965,7 +6965,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, general: bool, sendb
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7002,7 +7002,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, general: bool, sen
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7039,7 +7039,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7076,7 +7076,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, general: bool, sendbuf
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7113,7 +7113,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, general: bool, sendb
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7150,7 +7150,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7187,7 +7187,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, general: bool, sendbu
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7224,7 +7224,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, general: bool, send
     let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7261,7 +7261,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7298,7 +7298,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, general: bool, sendbu
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7335,7 +7335,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, general: bool, send
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7372,7 +7372,7 @@ unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7409,7 +7409,7 @@ unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7446,7 +7446,7 @@ unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7483,7 +7483,7 @@ unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, general: bool, inbuf: *const c
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7557,7 +7557,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, general: bool, send
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_scatter_block_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7594,7 +7594,7 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, general: bool, se
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7668,7 +7668,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7705,7 +7705,7 @@ unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, general: bool, sendbuf:
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Reduce_scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7779,7 +7779,7 @@ unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7816,7 +7816,7 @@ unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7853,7 +7853,7 @@ unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7890,7 +7890,7 @@ unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7927,7 +7927,7 @@ unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7964,7 +7964,7 @@ unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8001,7 +8001,7 @@ unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, general: bool, sendbuf: *const 
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scatterv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scatterv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -8038,7 +8038,7 @@ unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, general: bool, sendbuf: *cons
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Scatterv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Scatterv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -8075,7 +8075,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8112,7 +8112,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: 
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8149,7 +8149,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *con
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8186,7 +8186,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8228,7 +8228,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8265,7 +8265,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8307,7 +8307,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *cons
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8344,7 +8344,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8381,7 +8381,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8418,7 +8418,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_voi
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8455,7 +8455,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, d
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8492,7 +8492,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8529,7 +8529,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let traffic = Traffic::None;
     let rc = next(win, base, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8566,7 +8566,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_W
     let traffic = Traffic::None;
     let rc = next(win, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8603,7 +8603,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> 
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8640,7 +8640,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, 
     let traffic = Traffic::None;
     let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8677,7 +8677,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_I
     let traffic = Traffic::None;
     let rc = next(info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8714,7 +8714,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8751,7 +8751,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_att
     let traffic = Traffic::None;
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8788,7 +8788,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, 
     let traffic = Traffic::None;
     let rc = next(win, win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8825,7 +8825,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let traffic = Traffic::None;
     let rc = next(win, base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8862,7 +8862,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
     let traffic = Traffic::None;
     let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8904,7 +8904,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8946,7 +8946,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) ->
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8983,7 +8983,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, w
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9020,7 +9020,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_W
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9057,7 +9057,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) ->
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9094,7 +9094,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *m
     let traffic = Traffic::None;
     let rc = next(win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9131,7 +9131,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9168,7 +9168,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let traffic = Traffic::None;
     let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9205,7 +9205,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, gr
     let traffic = Traffic::None;
     let rc = next(win, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9242,7 +9242,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let traffic = Traffic::None;
     let rc = next(win, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9279,7 +9279,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9316,7 +9316,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
     let traffic = Traffic::None;
     let rc = next(lock_type, rank, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9358,7 +9358,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, wi
     let traffic = Traffic::None;
     let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9395,7 +9395,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, ass
     let traffic = Traffic::None;
     let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9432,7 +9432,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9469,7 +9469,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let traffic = Traffic::None;
     let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9506,7 +9506,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let traffic = Traffic::None;
     let rc = next(win, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9543,7 +9543,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9580,7 +9580,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win,
     let traffic = Traffic::None;
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9617,7 +9617,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, as
     let traffic = Traffic::None;
     let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9654,7 +9654,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9691,7 +9691,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *
     let traffic = Traffic::None;
     let rc = next(win, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9728,7 +9728,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9770,7 +9770,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9807,7 +9807,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9844,7 +9844,7 @@ unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, general: bool, origin_addr: *con
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9881,7 +9881,7 @@ unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, general: bool, origin_addr: 
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9918,7 +9918,7 @@ unsafe fn wrap_MPI_Get_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9955,7 +9955,7 @@ unsafe fn wrap_MPI_Put_c(via_pmpi: bool, general: bool, origin_addr: *const c_vo
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9992,7 +9992,7 @@ unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, general: bool, origin_addr: *co
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10029,7 +10029,7 @@ unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, general: bool, origin_addr:
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10066,7 +10066,7 @@ unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, general: bool, origin_addr: *mut c_voi
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10103,7 +10103,7 @@ unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, general: bool, origin_addr: *const c_v
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10140,7 +10140,7 @@ unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, general: bool, size: MPI_Aint,
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10177,7 +10177,7 @@ unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, general: bool, size: MP
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10214,7 +10214,7 @@ unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, general: bool, base: *mut c_void
     let traffic = Traffic::None;
     let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10251,7 +10251,7 @@ unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, general: bool, win: MPI_Wi
     let traffic = Traffic::None;
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10288,7 +10288,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10325,7 +10325,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, functio
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10362,7 +10362,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let traffic = Traffic::None;
     let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10399,7 +10399,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let traffic = Traffic::None;
     let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10436,7 +10436,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, file
     let traffic = Traffic::None;
     let rc = next(comm, filename, amode, info, fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10473,7 +10473,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) 
     let traffic = Traffic::None;
     let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10510,7 +10510,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c
     let traffic = Traffic::None;
     let rc = next(filename, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10547,7 +10547,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10584,7 +10584,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10621,7 +10621,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10658,7 +10658,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, g
     let traffic = Traffic::None;
     let rc = next(fh, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10695,7 +10695,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, a
     let traffic = Traffic::None;
     let rc = next(fh, amode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10732,7 +10732,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let traffic = Traffic::None;
     let rc = next(fh, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10769,7 +10769,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let traffic = Traffic::None;
     let rc = next(fh, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10806,7 +10806,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let traffic = Traffic::None;
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10843,7 +10843,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let traffic = Traffic::None;
     let rc = next(fh, disp, etype, filetype, datarep);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10882,7 +10882,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, off
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10921,7 +10921,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10958,7 +10958,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10995,7 +10995,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11032,7 +11032,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11069,7 +11069,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, o
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11106,7 +11106,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11143,7 +11143,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11182,7 +11182,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11221,7 +11221,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11258,7 +11258,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11295,7 +11295,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11332,7 +11332,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11369,7 +11369,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11406,7 +11406,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11443,7 +11443,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11480,7 +11480,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset
     let traffic = Traffic::None;
     let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11517,7 +11517,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::None;
     let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11554,7 +11554,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, offset, disp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11593,7 +11593,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11630,7 +11630,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11667,7 +11667,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11704,7 +11704,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11743,7 +11743,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11780,7 +11780,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11817,7 +11817,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::None;
     let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11854,7 +11854,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: M
     let traffic = Traffic::None;
     let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11891,7 +11891,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11928,7 +11928,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11965,7 +11965,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MP
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12002,7 +12002,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12039,7 +12039,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12076,7 +12076,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12113,7 +12113,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12150,7 +12150,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12187,7 +12187,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MP
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12224,7 +12224,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12261,7 +12261,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: M
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12298,7 +12298,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12335,7 +12335,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12372,7 +12372,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12409,7 +12409,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12446,7 +12446,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_i
     let traffic = Traffic::None;
     let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12483,7 +12483,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *con
     let traffic = Traffic::None;
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12520,7 +12520,7 @@ unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::None;
     let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12557,7 +12557,7 @@ unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12594,7 +12594,7 @@ unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12631,7 +12631,7 @@ unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12668,7 +12668,7 @@ unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, general: bool, fh: MPI_File, buf
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12705,7 +12705,7 @@ unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12742,7 +12742,7 @@ unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12779,7 +12779,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12816,7 +12816,7 @@ unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12853,7 +12853,7 @@ unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12890,7 +12890,7 @@ unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12927,7 +12927,7 @@ unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12966,7 +12966,7 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13003,7 +13003,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, general: bool, fh: M
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13042,7 +13042,7 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13081,7 +13081,7 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, general: bool, fh: MPI_File, o
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13120,7 +13120,7 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13157,7 +13157,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, general: bool, fh: 
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13196,7 +13196,7 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13235,7 +13235,7 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Received { count, datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13272,7 +13272,7 @@ unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13309,7 +13309,7 @@ unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13346,7 +13346,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, general: bool, fh: 
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13383,7 +13383,7 @@ unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13420,7 +13420,7 @@ unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13457,7 +13457,7 @@ unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, general: bool, fh: MPI_File, buf
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13494,7 +13494,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, general: bool, fh:
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13531,7 +13531,7 @@ unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13568,7 +13568,7 @@ unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13605,7 +13605,7 @@ unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, general: bool, datarep: *c
     let traffic = Traffic::None;
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13642,7 +13642,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c
     let traffic = Traffic::None;
     let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13679,7 +13679,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const 
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13716,7 +13716,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *c
     let traffic = Traffic::None;
     let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13753,7 +13753,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, inc
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13790,7 +13790,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, data
     let traffic = Traffic::None;
     let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13827,7 +13827,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_D
     let traffic = Traffic::None;
     let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13864,7 +13864,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, 
     let traffic = Traffic::None;
     let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13901,7 +13901,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int
     let traffic = Traffic::None;
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13938,7 +13938,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_i
     let traffic = Traffic::None;
     let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13975,7 +13975,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_i
     let traffic = Traffic::None;
     let rc = next(r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14012,7 +14012,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int,
     let traffic = Traffic::None;
     let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14049,7 +14049,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, cou
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14086,7 +14086,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14123,7 +14123,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_i
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14160,7 +14160,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_a
     let traffic = Traffic::None;
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14197,7 +14197,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, coun
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14234,7 +14234,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_in
     let traffic = Traffic::None;
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14271,7 +14271,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_
     let traffic = Traffic::None;
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14308,7 +14308,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: M
     let traffic = Traffic::None;
     let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14345,7 +14345,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_D
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14382,7 +14382,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype,
     let traffic = Traffic::None;
     let rc = next(r#type, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14423,7 +14423,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Dat
     let traffic = Traffic::None;
     let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -14461,7 +14461,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: 
     let traffic = Traffic::None;
     let rc = next(type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14498,7 +14498,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14535,7 +14535,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_D
     let traffic = Traffic::None;
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14572,7 +14572,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_
     let traffic = Traffic::None;
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14609,7 +14609,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Da
     let traffic = Traffic::None;
     let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14646,7 +14646,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_
     let traffic = Traffic::None;
     let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14683,7 +14683,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14720,7 +14720,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype:
     let traffic = Traffic::None;
     let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14757,7 +14757,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatyp
     let traffic = Traffic::None;
     let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14794,7 +14794,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, arr
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14831,7 +14831,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_i
     let traffic = Traffic::None;
     let rc = next(typeclass, size, r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14868,7 +14868,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval, attr_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14905,7 +14905,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14942,7 +14942,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype
     let traffic = Traffic::None;
     let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14979,7 +14979,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Dataty
     let traffic = Traffic::None;
     let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15016,7 +15016,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, bloc
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15053,7 +15053,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15090,7 +15090,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *cons
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15127,7 +15127,7 @@ unsafe fn wrap_MPI_Address(via_pmpi: bool, general: bool, location: *mut c_void,
     let traffic = Traffic::None;
     let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15164,7 +15164,7 @@ unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15201,7 +15201,7 @@ unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, general: bool, datarep: *cons
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15238,7 +15238,7 @@ unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, general: bool, datarep: 
     let traffic = Traffic::None;
     let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15275,7 +15275,7 @@ unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, general: bool, incount: MPI_Count
     let traffic = Traffic::None;
     let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15312,7 +15312,7 @@ unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, general: bool, count: MPI_C
     let traffic = Traffic::None;
     let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15349,7 +15349,7 @@ unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, general: bool, size: c_i
     let traffic = Traffic::None;
     let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15386,7 +15386,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, general: bool, c
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15423,7 +15423,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, general: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15460,7 +15460,7 @@ unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, general: bool, count: M
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15497,7 +15497,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, general: bool, co
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15534,7 +15534,7 @@ unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, general: bool, oldtype:
     let traffic = Traffic::None;
     let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15571,7 +15571,7 @@ unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, general: bool, count: MP
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15608,7 +15608,7 @@ unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, general: bool, ndims: 
     let traffic = Traffic::None;
     let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15645,7 +15645,7 @@ unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, general: bool, datatype: MPI_Data
     let traffic = Traffic::None;
     let rc = next(datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15682,7 +15682,7 @@ unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, general: bool, datatype: 
     let traffic = Traffic::None;
     let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15719,7 +15719,7 @@ unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, general: bool, datatype: 
     let traffic = Traffic::None;
     let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15756,7 +15756,7 @@ unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, general: bool, datatype: MP
     let traffic = Traffic::None;
     let rc = next(datatype, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15793,7 +15793,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, general: bool, datatyp
     let traffic = Traffic::None;
     let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15830,7 +15830,7 @@ unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, general: bool, count: c_int, ar
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15867,7 +15867,7 @@ unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, general: bool, count: c_int, blo
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15904,7 +15904,7 @@ unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, general: bool, count: MPI_Coun
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15941,7 +15941,7 @@ unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, general: bool, datatype: MPI_Datatype
     let traffic = Traffic::None;
     let rc = next(datatype, displacement);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15978,7 +15978,7 @@ unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, general: bool, datatype: MPI_Data
     let traffic = Traffic::None;
     let rc = next(datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16015,7 +16015,7 @@ unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, general: bool, count: c_int, arra
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16052,7 +16052,7 @@ unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, general: bool, datatype: MPI_Datatype
     let traffic = Traffic::None;
     let rc = next(datatype, displacement);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16089,7 +16089,7 @@ unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, general: bool, count: MPI_Count
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16126,7 +16126,7 @@ unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, general: bool, inbuf: *const c_void,
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16163,7 +16163,7 @@ unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, general: bool, datarep: *co
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16200,7 +16200,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c
     let traffic = Traffic::None;
     let rc = next(port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16237,7 +16237,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const 
     let traffic = Traffic::None;
     let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16274,7 +16274,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI
     let traffic = Traffic::None;
     let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16311,7 +16311,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm1, comm2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16348,7 +16348,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const
     let traffic = Traffic::None;
     let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16385,7 +16385,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, functio
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16422,7 +16422,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_a
     let traffic = Traffic::None;
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16459,7 +16459,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let traffic = Traffic::None;
     let rc = next(comm, group, tag, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16496,7 +16496,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, gr
     let traffic = Traffic::None;
     let rc = next(comm, group, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16533,7 +16533,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16574,7 +16574,7 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI
     let traffic = Traffic::None;
     let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -16612,7 +16612,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newco
     let traffic = Traffic::None;
     let rc = next(comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16649,7 +16649,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newc
     let traffic = Traffic::None;
     let rc = next(comm, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16686,7 +16686,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_C
     let traffic = Traffic::None;
     let rc = next(comm, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16723,7 +16723,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: 
     let traffic = Traffic::None;
     let rc = next(comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16764,7 +16764,7 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm)
     let traffic = Traffic::None;
     let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -16802,7 +16802,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16839,7 +16839,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let traffic = Traffic::None;
     let rc = next(comm, erhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16876,7 +16876,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16913,7 +16913,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16950,7 +16950,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut M
     let traffic = Traffic::None;
     let rc = next(parent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16987,7 +16987,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, gro
     let traffic = Traffic::None;
     let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17024,7 +17024,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm
     let traffic = Traffic::None;
     let rc = next(fd, intercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17061,7 +17061,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
     let traffic = Traffic::None;
     let rc = next(comm, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17103,7 +17103,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let traffic = Traffic::None;
     let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17140,7 +17140,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17177,7 +17177,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17214,7 +17214,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let traffic = Traffic::None;
     let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17251,7 +17251,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17288,7 +17288,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17325,7 +17325,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
     let traffic = Traffic::None;
     let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17367,7 +17367,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_c
     let traffic = Traffic::None;
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17404,7 +17404,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_i
     let traffic = Traffic::None;
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17441,7 +17441,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, col
     let traffic = Traffic::None;
     let rc = next(comm, color, key, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -17478,7 +17478,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, split_type, key, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -17515,7 +17515,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17552,7 +17552,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *m
     let traffic = Traffic::None;
     let rc = next(errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17589,7 +17589,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Grou
     let traffic = Traffic::None;
     let rc = next(group1, group2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17626,7 +17626,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_G
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17663,7 +17663,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let traffic = Traffic::None;
     let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17700,7 +17700,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Gro
     let traffic = Traffic::None;
     let rc = next(group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17737,7 +17737,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let traffic = Traffic::None;
     let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17774,7 +17774,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17811,7 +17811,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Gr
     let traffic = Traffic::None;
     let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17848,7 +17848,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Gr
     let traffic = Traffic::None;
     let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17885,7 +17885,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, r
     let traffic = Traffic::None;
     let rc = next(group, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17922,7 +17922,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, s
     let traffic = Traffic::None;
     let rc = next(group, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17959,7 +17959,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: 
     let traffic = Traffic::None;
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17996,7 +17996,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group,
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18033,7 +18033,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: M
     let traffic = Traffic::None;
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18070,7 +18070,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI
     let traffic = Traffic::None;
     let rc = next(intercomm, high, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
     rc
 }
 #[cold]
@@ -18107,7 +18107,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *con
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18144,7 +18144,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port
     let traffic = Traffic::None;
     let rc = next(info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18181,7 +18181,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *co
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18218,7 +18218,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18255,7 +18255,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, ke
     let traffic = Traffic::None;
     let rc = next(comm, keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18292,7 +18292,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let traffic = Traffic::None;
     let rc = next(comm, keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18329,7 +18329,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let traffic = Traffic::None;
     let rc = next(comm, keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18366,7 +18366,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Cop
     let traffic = Traffic::None;
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18403,7 +18403,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int
     let traffic = Traffic::None;
     let rc = next(keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18440,7 +18440,7 @@ unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, general: bool, group: 
     let traffic = Traffic::None;
     let rc = next(group, stringtag, info, errhandler, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -18477,7 +18477,7 @@ unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, general: bool, comm: MPI_
     let traffic = Traffic::None;
     let rc = next(comm, info, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup_with_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup_with_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18514,7 +18514,7 @@ unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, general: bool, comm_errhand
     let traffic = Traffic::None;
     let rc = next(comm_errhandler_fn, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18551,7 +18551,7 @@ unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, general: bool, comm: MPI_Comm,
     let traffic = Traffic::None;
     let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18588,7 +18588,7 @@ unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, general: bool, comm: MPI_Comm,
     let traffic = Traffic::None;
     let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18625,7 +18625,7 @@ unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, general: bool, sessio
     let traffic = Traffic::None;
     let rc = next(session, pset_name, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18662,7 +18662,7 @@ unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, general: bool, l
     let traffic = Traffic::None;
     let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18699,7 +18699,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, ra
     let traffic = Traffic::None;
     let rc = next(comm, rank, maxdims, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18736,7 +18736,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
     rc
 }
 #[cold]
@@ -18773,7 +18773,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdi
     let traffic = Traffic::None;
     let rc = next(comm, maxdims, dims, periods, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18810,7 +18810,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims
     let traffic = Traffic::None;
     let rc = next(comm, ndims, dims, periods, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18847,7 +18847,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coor
     let traffic = Traffic::None;
     let rc = next(comm, coords, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18884,7 +18884,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, dir
     let traffic = Traffic::None;
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18921,7 +18921,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remai
     let traffic = Traffic::None;
     let rc = next(comm, remain_dims, new_comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
     rc
 }
 #[cold]
@@ -18958,7 +18958,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nd
     let traffic = Traffic::None;
     let rc = next(comm, ndims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18995,7 +18995,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MP
     let traffic = Traffic::None;
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -19032,7 +19032,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, com
     let traffic = Traffic::None;
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
     rc
 }
 #[cold]
@@ -19069,7 +19069,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI
     let traffic = Traffic::None;
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19106,7 +19106,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, com
     let traffic = Traffic::None;
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19143,7 +19143,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndi
     let traffic = Traffic::None;
     let rc = next(nnodes, ndims, dims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19180,7 +19180,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
     rc
 }
 #[cold]
@@ -19217,7 +19217,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxi
     let traffic = Traffic::None;
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19254,7 +19254,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnod
     let traffic = Traffic::None;
     let rc = next(comm, nnodes, index, edges, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19291,7 +19291,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MP
     let traffic = Traffic::None;
     let rc = next(comm, rank, nneighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19328,7 +19328,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19365,7 +19365,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, nnodes, nedges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19402,7 +19402,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, stat
     let traffic = Traffic::None;
     let rc = next(comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19440,7 +19440,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcod
     let traffic = Traffic::None;
     let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19477,7 +19477,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *m
     let traffic = Traffic::None;
     let rc = next(errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19514,7 +19514,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_i
     let traffic = Traffic::None;
     let rc = next(errorclass, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19551,7 +19551,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_
     let traffic = Traffic::None;
     let rc = next(errorcode, string);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19588,7 +19588,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info
     let traffic = Traffic::None;
     let rc = next(size, info, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19625,7 +19625,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, 
     let traffic = Traffic::None;
     let rc = next(errorcode, errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19662,7 +19662,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int,
     let traffic = Traffic::None;
     let rc = next(errorcode, string, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19700,7 +19700,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19737,7 +19737,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) ->
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19774,7 +19774,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) ->
     let traffic = Traffic::None;
     let rc = next(base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19811,7 +19811,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *
     let traffic = Traffic::None;
     let rc = next(version, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19848,7 +19848,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut 
     let traffic = Traffic::None;
     let rc = next(name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19885,7 +19885,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_in
     let traffic = Traffic::None;
     let rc = next(version, subversion);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19922,7 +19922,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Inf
     let traffic = Traffic::None;
     let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19959,7 +19959,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, ke
     let traffic = Traffic::None;
     let rc = next(info, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19996,7 +19996,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newin
     let traffic = Traffic::None;
     let rc = next(info, newinfo);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20033,7 +20033,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info)
     let traffic = Traffic::None;
     let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20070,7 +20070,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let traffic = Traffic::None;
     let rc = next(info, key, valuelen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20107,7 +20107,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info,
     let traffic = Traffic::None;
     let rc = next(info, nkeys);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20144,7 +20144,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info
     let traffic = Traffic::None;
     let rc = next(info, n, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20181,7 +20181,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_In
     let traffic = Traffic::None;
     let rc = next(info, key, valuelen, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20218,7 +20218,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let traffic = Traffic::None;
     let rc = next(info, key, value);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20260,7 +20260,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *
     let traffic = Traffic::None;
     let rc = next(argc, argv);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -20303,7 +20303,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) 
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20346,7 +20346,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, 
     let traffic = Traffic::None;
     let rc = next(argc, argv, required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -20390,7 +20390,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_in
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20427,7 +20427,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, com
     let traffic = Traffic::None;
     let rc = next(op, commute);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20464,7 +20464,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_f
     let traffic = Traffic::None;
     let rc = next(function, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20501,7 +20501,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_
     let traffic = Traffic::None;
     let rc = next(op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20538,7 +20538,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_
     let traffic = Traffic::None;
     let rc = next(provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20575,7 +20575,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20612,7 +20612,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20654,7 +20654,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int,
     let traffic = Traffic::None;
     let rc = next(required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20691,7 +20691,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20728,7 +20728,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut 
     let traffic = Traffic::None;
     let rc = next(num_cvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20765,7 +20765,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_
     let traffic = Traffic::None;
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20802,7 +20802,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let traffic = Traffic::None;
     let rc = next(name, cvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20839,7 +20839,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index
     let traffic = Traffic::None;
     let rc = next(cvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20876,7 +20876,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mu
     let traffic = Traffic::None;
     let rc = next(handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20913,7 +20913,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar
     let traffic = Traffic::None;
     let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20950,7 +20950,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cva
     let traffic = Traffic::None;
     let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20987,7 +20987,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *m
     let traffic = Traffic::None;
     let rc = next(num_cat);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21024,7 +21024,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index:
     let traffic = Traffic::None;
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21061,7 +21061,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *co
     let traffic = Traffic::None;
     let rc = next(name, category_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21098,7 +21098,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21135,7 +21135,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21172,7 +21172,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21209,7 +21209,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut
     let traffic = Traffic::None;
     let rc = next(stamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21246,7 +21246,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut 
     let traffic = Traffic::None;
     let rc = next(num_pvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21283,7 +21283,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_
     let traffic = Traffic::None;
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21320,7 +21320,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let traffic = Traffic::None;
     let rc = next(name, var_class, pvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21357,7 +21357,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session:
     let traffic = Traffic::None;
     let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21394,7 +21394,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *
     let traffic = Traffic::None;
     let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21431,7 +21431,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: M
     let traffic = Traffic::None;
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21468,7 +21468,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MP
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21505,7 +21505,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21542,7 +21542,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pva
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21579,7 +21579,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pva
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21616,7 +21616,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21653,7 +21653,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21690,7 +21690,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21727,7 +21727,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_
     let traffic = Traffic::None;
     let rc = next(enumtype, num, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21764,7 +21764,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_
     let traffic = Traffic::None;
     let rc = next(enumtype, index, value, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21801,7 +21801,7 @@ unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, general: bool, argc: c_int, a
     let traffic = Traffic::None;
     let rc = next(argc, argv, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21838,7 +21838,7 @@ unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, general: bool, info: MPI_Info
     let traffic = Traffic::None;
     let rc = next(info, key, buflen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21875,7 +21875,7 @@ unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, general: bool, user_fn: MPI_User_
     let traffic = Traffic::None;
     let rc = next(user_fn, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21912,7 +21912,7 @@ unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, general: bool, sessio
     let traffic = Traffic::None;
     let rc = next(session, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21949,7 +21949,7 @@ unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, general: bool, sess
     let traffic = Traffic::None;
     let rc = next(session_errhandler_fn, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21986,7 +21986,7 @@ unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, general: bool, session: *mut
     let traffic = Traffic::None;
     let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22023,7 +22023,7 @@ unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, general: bool, session
     let traffic = Traffic::None;
     let rc = next(session, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22060,7 +22060,7 @@ unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, general: bool, session: MPI_
     let traffic = Traffic::None;
     let rc = next(session, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22097,7 +22097,7 @@ unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, general: bool, session: 
     let traffic = Traffic::None;
     let rc = next(session, info, n, pset_len, pset_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22134,7 +22134,7 @@ unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, general: bool, session:
     let traffic = Traffic::None;
     let rc = next(session, info, npset_names);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22171,7 +22171,7 @@ unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, general: bool, session:
     let traffic = Traffic::None;
     let rc = next(session, pset_name, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22208,7 +22208,7 @@ unsafe fn wrap_MPI_Session_init(via_pmpi: bool, general: bool, info: MPI_Info, e
     let traffic = Traffic::None;
     let rc = next(info, errhandler, session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22245,7 +22245,7 @@ unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, general: bool, session
     let traffic = Traffic::None;
     let rc = next(session, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22282,7 +22282,7 @@ unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, general: bool, cat_inde
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22319,7 +22319,7 @@ unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, general: bool, cat_
     let traffic = Traffic::None;
     let rc = next(cat_index, num_events);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22356,7 +22356,7 @@ unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, general: bool, even
     let traffic = Traffic::None;
     let rc = next(event_registration, cb_safety, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22393,7 +22393,7 @@ unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, general: bool, even
     let traffic = Traffic::None;
     let rc = next(event_registration, cb_safety, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22430,7 +22430,7 @@ unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, general: bool, event_instance: M
     let traffic = Traffic::None;
     let rc = next(event_instance, buffer);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22467,7 +22467,7 @@ unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, general: bool, name: *const
     let traffic = Traffic::None;
     let rc = next(name, event_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22504,7 +22504,7 @@ unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, general: bool, event_index: 
     let traffic = Traffic::None;
     let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22541,7 +22541,7 @@ unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, general: bool, num_events: *m
     let traffic = Traffic::None;
     let rc = next(num_events);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22578,7 +22578,7 @@ unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, general: bool, event_insta
     let traffic = Traffic::None;
     let rc = next(event_instance, source_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22615,7 +22615,7 @@ unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, general: bool, event_in
     let traffic = Traffic::None;
     let rc = next(event_instance, event_timestamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22652,7 +22652,7 @@ unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, general: bool, event_ind
     let traffic = Traffic::None;
     let rc = next(event_index, obj_handle, info, event_registration);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22689,7 +22689,7 @@ unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, general: bool, event_regi
     let traffic = Traffic::None;
     let rc = next(event_registration, user_data, free_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22726,7 +22726,7 @@ unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, general: bool, event_
     let traffic = Traffic::None;
     let rc = next(event_registration, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22763,7 +22763,7 @@ unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, general: bool, event_
     let traffic = Traffic::None;
     let rc = next(event_registration, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22800,7 +22800,7 @@ unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, general: bool, event_instance: M
     let traffic = Traffic::None;
     let rc = next(event_instance, element_index, buffer);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22837,7 +22837,7 @@ unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, general: bool, even
     let traffic = Traffic::None;
     let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22874,7 +22874,7 @@ unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, general: bool, ev
     let traffic = Traffic::None;
     let rc = next(event_registration, dropped_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22911,7 +22911,7 @@ unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, general: bool, source_index
     let traffic = Traffic::None;
     let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22948,7 +22948,7 @@ unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, general: bool, num_sources: 
     let traffic = Traffic::None;
     let rc = next(num_sources);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22985,7 +22985,7 @@ unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, general: bool, source_
     let traffic = Traffic::None;
     let rc = next(source_index, timestamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]

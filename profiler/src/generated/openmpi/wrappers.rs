@@ -30,7 +30,7 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -67,7 +67,7 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -104,7 +104,7 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let traffic = Traffic::None;
     let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -141,7 +141,7 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let traffic = Traffic::None;
     let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -178,7 +178,7 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Reque
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -215,7 +215,7 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -257,7 +257,7 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MP
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -294,7 +294,7 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const 
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -331,7 +331,7 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -368,7 +368,7 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_G
     let traffic = Traffic::None;
     let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -406,7 +406,7 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Ibsend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -443,7 +443,7 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, flag, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -480,7 +480,7 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
     let rc = next(buf, count, r#type, message, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -517,7 +517,7 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -559,7 +559,7 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -602,7 +602,7 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Irsend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -640,7 +640,7 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     rt::ahead(&call, id::MPI_Isend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -683,7 +683,7 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     rt::ahead(&call, id::MPI_Issend, traffic, comm);
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -720,7 +720,7 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -759,7 +759,7 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
     let rc = next(buf, count, r#type, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -796,7 +796,7 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
     let traffic = Traffic::None;
     let rc = next(source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -838,7 +838,7 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, co
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -877,7 +877,7 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -920,7 +920,7 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
     rc
 }
 #[cold]
@@ -957,7 +957,7 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MP
     let traffic = Traffic::None;
     let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -994,7 +994,7 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, cou
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1031,7 +1031,7 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1068,7 +1068,7 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1105,7 +1105,7 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1149,7 +1149,7 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
     let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1193,7 +1193,7 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_v
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
     let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1230,7 +1230,7 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1267,7 +1267,7 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1309,7 +1309,7 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
     let traffic = Traffic::None;
     let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
     rc
 }
 #[cold]
@@ -1351,7 +1351,7 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave_after(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
     rc
 }
 #[cold]
@@ -1393,7 +1393,7 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *
     let traffic = Traffic::None;
     let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1430,7 +1430,7 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *m
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1467,7 +1467,7 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: 
     let traffic = Traffic::None;
     let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1506,7 +1506,7 @@ unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1555,7 +1555,7 @@ unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, index, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1604,7 +1604,7 @@ unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *
     let traffic = Traffic::None;
     let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1651,7 +1651,7 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const 
     let traffic = Traffic::None;
     let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1690,7 +1690,7 @@ unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incoun
     let traffic = Traffic::None;
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1733,7 +1733,7 @@ unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1782,7 +1782,7 @@ unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: 
     let traffic = Traffic::None;
     let rc = next(count, array_of_requests, index, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1831,7 +1831,7 @@ unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *
     let traffic = Traffic::None;
     let rc = next(request, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1880,7 +1880,7 @@ unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incoun
     let traffic = Traffic::None;
     let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
@@ -1963,7 +1963,7 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2042,7 +2042,7 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2121,7 +2121,7 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2205,7 +2205,7 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2289,7 +2289,7 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2363,7 +2363,7 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2442,7 +2442,7 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
     let traffic = Traffic::None;
     let rc = next(comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2484,7 +2484,7 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2526,7 +2526,7 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2605,7 +2605,7 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2642,7 +2642,7 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2679,7 +2679,7 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2716,7 +2716,7 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2753,7 +2753,7 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2790,7 +2790,7 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2827,7 +2827,7 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2864,7 +2864,7 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2901,7 +2901,7 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2938,7 +2938,7 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *co
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2975,7 +2975,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3012,7 +3012,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3049,7 +3049,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3086,7 +3086,7 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *c
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3123,7 +3123,7 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *
     let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3160,7 +3160,7 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3202,7 +3202,7 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3244,7 +3244,7 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_v
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3318,7 +3318,7 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *cons
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3392,7 +3392,7 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf:
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3466,7 +3466,7 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, 
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3503,7 +3503,7 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3545,7 +3545,7 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3582,7 +3582,7 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3619,7 +3619,7 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3656,7 +3656,7 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3693,7 +3693,7 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: 
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3730,7 +3730,7 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *con
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
     let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3767,7 +3767,7 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3809,7 +3809,7 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *c
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3846,7 +3846,7 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3888,7 +3888,7 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *cons
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3925,7 +3925,7 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void,
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3962,7 +3962,7 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3999,7 +3999,7 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_voi
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
     let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4036,7 +4036,7 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, d
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4073,7 +4073,7 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_
     let traffic = Traffic::None;
     let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4110,7 +4110,7 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let traffic = Traffic::None;
     let rc = next(win, base, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4147,7 +4147,7 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_W
     let traffic = Traffic::None;
     let rc = next(win, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4184,7 +4184,7 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> 
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4221,7 +4221,7 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, 
     let traffic = Traffic::None;
     let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4258,7 +4258,7 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_I
     let traffic = Traffic::None;
     let rc = next(info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4295,7 +4295,7 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4332,7 +4332,7 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_att
     let traffic = Traffic::None;
     let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4369,7 +4369,7 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, 
     let traffic = Traffic::None;
     let rc = next(win, win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4406,7 +4406,7 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let traffic = Traffic::None;
     let rc = next(win, base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4443,7 +4443,7 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
     let traffic = Traffic::None;
     let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4485,7 +4485,7 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4527,7 +4527,7 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) ->
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4564,7 +4564,7 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, w
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4601,7 +4601,7 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_W
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4638,7 +4638,7 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) ->
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4675,7 +4675,7 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *m
     let traffic = Traffic::None;
     let rc = next(win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4712,7 +4712,7 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4749,7 +4749,7 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let traffic = Traffic::None;
     let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4786,7 +4786,7 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, gr
     let traffic = Traffic::None;
     let rc = next(win, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4823,7 +4823,7 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let traffic = Traffic::None;
     let rc = next(win, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4860,7 +4860,7 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4897,7 +4897,7 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
     let traffic = Traffic::None;
     let rc = next(lock_type, rank, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4939,7 +4939,7 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, wi
     let traffic = Traffic::None;
     let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4976,7 +4976,7 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, ass
     let traffic = Traffic::None;
     let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5013,7 +5013,7 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5050,7 +5050,7 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let traffic = Traffic::None;
     let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5087,7 +5087,7 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let traffic = Traffic::None;
     let rc = next(win, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5124,7 +5124,7 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let traffic = Traffic::None;
     let rc = next(win, win_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5161,7 +5161,7 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win,
     let traffic = Traffic::None;
     let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5198,7 +5198,7 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, as
     let traffic = Traffic::None;
     let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5235,7 +5235,7 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5272,7 +5272,7 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *
     let traffic = Traffic::None;
     let rc = next(win, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5309,7 +5309,7 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
     let traffic = Traffic::None;
     let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5351,7 +5351,7 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5388,7 +5388,7 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let traffic = Traffic::None;
     let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5425,7 +5425,7 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5462,7 +5462,7 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, functio
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5499,7 +5499,7 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let traffic = Traffic::None;
     let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5536,7 +5536,7 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let traffic = Traffic::None;
     let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5573,7 +5573,7 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, file
     let traffic = Traffic::None;
     let rc = next(comm, filename, amode, info, fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5610,7 +5610,7 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) 
     let traffic = Traffic::None;
     let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5647,7 +5647,7 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c
     let traffic = Traffic::None;
     let rc = next(filename, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5684,7 +5684,7 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5721,7 +5721,7 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5758,7 +5758,7 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let traffic = Traffic::None;
     let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5795,7 +5795,7 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, g
     let traffic = Traffic::None;
     let rc = next(fh, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5832,7 +5832,7 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, a
     let traffic = Traffic::None;
     let rc = next(fh, amode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5869,7 +5869,7 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let traffic = Traffic::None;
     let rc = next(fh, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5906,7 +5906,7 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let traffic = Traffic::None;
     let rc = next(fh, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5943,7 +5943,7 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let traffic = Traffic::None;
     let rc = next(fh, disp, etype, filetype, datarep, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5980,7 +5980,7 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let traffic = Traffic::None;
     let rc = next(fh, disp, etype, filetype, datarep);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6019,7 +6019,7 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, off
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6058,7 +6058,7 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6095,7 +6095,7 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6132,7 +6132,7 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6169,7 +6169,7 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6206,7 +6206,7 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, o
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6243,7 +6243,7 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6280,7 +6280,7 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6319,7 +6319,7 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6358,7 +6358,7 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6395,7 +6395,7 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6432,7 +6432,7 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6469,7 +6469,7 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6506,7 +6506,7 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6543,7 +6543,7 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6580,7 +6580,7 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, 
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6617,7 +6617,7 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset
     let traffic = Traffic::None;
     let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6654,7 +6654,7 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::None;
     let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6691,7 +6691,7 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, offset, disp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6730,7 +6730,7 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6767,7 +6767,7 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6804,7 +6804,7 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6841,7 +6841,7 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6880,7 +6880,7 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6917,7 +6917,7 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6954,7 +6954,7 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let traffic = Traffic::None;
     let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6991,7 +6991,7 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: M
     let traffic = Traffic::None;
     let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7028,7 +7028,7 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7065,7 +7065,7 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7102,7 +7102,7 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MP
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7139,7 +7139,7 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7176,7 +7176,7 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_Fi
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7213,7 +7213,7 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7250,7 +7250,7 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7287,7 +7287,7 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7324,7 +7324,7 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MP
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7361,7 +7361,7 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7398,7 +7398,7 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: M
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7435,7 +7435,7 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI
     let traffic = Traffic::None;
     let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7472,7 +7472,7 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_F
     let traffic = Traffic::None;
     let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7509,7 +7509,7 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7546,7 +7546,7 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let traffic = Traffic::None;
     let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7583,7 +7583,7 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_i
     let traffic = Traffic::None;
     let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7620,7 +7620,7 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *con
     let traffic = Traffic::None;
     let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7657,7 +7657,7 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c
     let traffic = Traffic::None;
     let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7694,7 +7694,7 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const 
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7731,7 +7731,7 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *c
     let traffic = Traffic::None;
     let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7768,7 +7768,7 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, inc
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7805,7 +7805,7 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, data
     let traffic = Traffic::None;
     let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7842,7 +7842,7 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_D
     let traffic = Traffic::None;
     let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7879,7 +7879,7 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, 
     let traffic = Traffic::None;
     let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7916,7 +7916,7 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int
     let traffic = Traffic::None;
     let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7953,7 +7953,7 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_i
     let traffic = Traffic::None;
     let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7990,7 +7990,7 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_i
     let traffic = Traffic::None;
     let rc = next(r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8027,7 +8027,7 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int,
     let traffic = Traffic::None;
     let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8064,7 +8064,7 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, cou
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8101,7 +8101,7 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8138,7 +8138,7 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_i
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8175,7 +8175,7 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_a
     let traffic = Traffic::None;
     let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8212,7 +8212,7 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, coun
     let traffic = Traffic::None;
     let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8249,7 +8249,7 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_in
     let traffic = Traffic::None;
     let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8286,7 +8286,7 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_
     let traffic = Traffic::None;
     let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8323,7 +8323,7 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: M
     let traffic = Traffic::None;
     let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8360,7 +8360,7 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_D
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8397,7 +8397,7 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype,
     let traffic = Traffic::None;
     let rc = next(r#type, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8438,7 +8438,7 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Dat
     let traffic = Traffic::None;
     let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -8476,7 +8476,7 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: 
     let traffic = Traffic::None;
     let rc = next(type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8513,7 +8513,7 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8550,7 +8550,7 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_D
     let traffic = Traffic::None;
     let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8587,7 +8587,7 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_
     let traffic = Traffic::None;
     let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8624,7 +8624,7 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Da
     let traffic = Traffic::None;
     let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8661,7 +8661,7 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_
     let traffic = Traffic::None;
     let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8698,7 +8698,7 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8735,7 +8735,7 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype:
     let traffic = Traffic::None;
     let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8772,7 +8772,7 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatyp
     let traffic = Traffic::None;
     let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8809,7 +8809,7 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, arr
     let traffic = Traffic::None;
     let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8846,7 +8846,7 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_i
     let traffic = Traffic::None;
     let rc = next(typeclass, size, r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8883,7 +8883,7 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_keyval, attr_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8920,7 +8920,7 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let traffic = Traffic::None;
     let rc = next(r#type, type_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8957,7 +8957,7 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype
     let traffic = Traffic::None;
     let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8994,7 +8994,7 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Dataty
     let traffic = Traffic::None;
     let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9031,7 +9031,7 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, bloc
     let traffic = Traffic::None;
     let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9068,7 +9068,7 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9105,7 +9105,7 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *cons
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
     let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9142,7 +9142,7 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c
     let traffic = Traffic::None;
     let rc = next(port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9179,7 +9179,7 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const 
     let traffic = Traffic::None;
     let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9216,7 +9216,7 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI
     let traffic = Traffic::None;
     let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9253,7 +9253,7 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm1, comm2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9290,7 +9290,7 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const
     let traffic = Traffic::None;
     let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9327,7 +9327,7 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, functio
     let traffic = Traffic::None;
     let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9364,7 +9364,7 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_a
     let traffic = Traffic::None;
     let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9401,7 +9401,7 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let traffic = Traffic::None;
     let rc = next(comm, group, tag, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9438,7 +9438,7 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, gr
     let traffic = Traffic::None;
     let rc = next(comm, group, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9475,7 +9475,7 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9516,7 +9516,7 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI
     let traffic = Traffic::None;
     let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -9554,7 +9554,7 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newco
     let traffic = Traffic::None;
     let rc = next(comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9591,7 +9591,7 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newc
     let traffic = Traffic::None;
     let rc = next(comm, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9628,7 +9628,7 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_C
     let traffic = Traffic::None;
     let rc = next(comm, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9665,7 +9665,7 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: 
     let traffic = Traffic::None;
     let rc = next(comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9706,7 +9706,7 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm)
     let traffic = Traffic::None;
     let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -9744,7 +9744,7 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9781,7 +9781,7 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let traffic = Traffic::None;
     let rc = next(comm, erhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9818,7 +9818,7 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9855,7 +9855,7 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9892,7 +9892,7 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut M
     let traffic = Traffic::None;
     let rc = next(parent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9929,7 +9929,7 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, gro
     let traffic = Traffic::None;
     let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9966,7 +9966,7 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm
     let traffic = Traffic::None;
     let rc = next(fd, intercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10003,7 +10003,7 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
     let traffic = Traffic::None;
     let rc = next(comm, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10045,7 +10045,7 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let traffic = Traffic::None;
     let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10082,7 +10082,7 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10119,7 +10119,7 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10156,7 +10156,7 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let traffic = Traffic::None;
     let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10193,7 +10193,7 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10230,7 +10230,7 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, comm_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10267,7 +10267,7 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
     let traffic = Traffic::None;
     let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10309,7 +10309,7 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_c
     let traffic = Traffic::None;
     let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10346,7 +10346,7 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_i
     let traffic = Traffic::None;
     let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10383,7 +10383,7 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, col
     let traffic = Traffic::None;
     let rc = next(comm, color, key, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10420,7 +10420,7 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, split_type, key, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10457,7 +10457,7 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10494,7 +10494,7 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *m
     let traffic = Traffic::None;
     let rc = next(errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10531,7 +10531,7 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Grou
     let traffic = Traffic::None;
     let rc = next(group1, group2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10568,7 +10568,7 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_G
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10605,7 +10605,7 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let traffic = Traffic::None;
     let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10642,7 +10642,7 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Gro
     let traffic = Traffic::None;
     let rc = next(group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10679,7 +10679,7 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let traffic = Traffic::None;
     let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10716,7 +10716,7 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10753,7 +10753,7 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Gr
     let traffic = Traffic::None;
     let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10790,7 +10790,7 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Gr
     let traffic = Traffic::None;
     let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10827,7 +10827,7 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, r
     let traffic = Traffic::None;
     let rc = next(group, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10864,7 +10864,7 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, s
     let traffic = Traffic::None;
     let rc = next(group, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10901,7 +10901,7 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: 
     let traffic = Traffic::None;
     let rc = next(group1, n, ranks1, group2, ranks2);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10938,7 +10938,7 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group,
     let traffic = Traffic::None;
     let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10975,7 +10975,7 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: M
     let traffic = Traffic::None;
     let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11012,7 +11012,7 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI
     let traffic = Traffic::None;
     let rc = next(intercomm, high, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
     rc
 }
 #[cold]
@@ -11049,7 +11049,7 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *con
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11086,7 +11086,7 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port
     let traffic = Traffic::None;
     let rc = next(info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11123,7 +11123,7 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *co
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11160,7 +11160,7 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *
     let traffic = Traffic::None;
     let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11197,7 +11197,7 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, ke
     let traffic = Traffic::None;
     let rc = next(comm, keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11234,7 +11234,7 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let traffic = Traffic::None;
     let rc = next(comm, keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11271,7 +11271,7 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let traffic = Traffic::None;
     let rc = next(comm, keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11308,7 +11308,7 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Cop
     let traffic = Traffic::None;
     let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11345,7 +11345,7 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int
     let traffic = Traffic::None;
     let rc = next(keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11382,7 +11382,7 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, ra
     let traffic = Traffic::None;
     let rc = next(comm, rank, maxdims, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11419,7 +11419,7 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
     rc
 }
 #[cold]
@@ -11456,7 +11456,7 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdi
     let traffic = Traffic::None;
     let rc = next(comm, maxdims, dims, periods, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11493,7 +11493,7 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims
     let traffic = Traffic::None;
     let rc = next(comm, ndims, dims, periods, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11530,7 +11530,7 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coor
     let traffic = Traffic::None;
     let rc = next(comm, coords, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11567,7 +11567,7 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, dir
     let traffic = Traffic::None;
     let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11604,7 +11604,7 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remai
     let traffic = Traffic::None;
     let rc = next(comm, remain_dims, new_comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
     rc
 }
 #[cold]
@@ -11641,7 +11641,7 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nd
     let traffic = Traffic::None;
     let rc = next(comm, ndims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11678,7 +11678,7 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MP
     let traffic = Traffic::None;
     let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -11715,7 +11715,7 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, com
     let traffic = Traffic::None;
     let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
     rc
 }
 #[cold]
@@ -11752,7 +11752,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI
     let traffic = Traffic::None;
     let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11789,7 +11789,7 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, com
     let traffic = Traffic::None;
     let rc = next(comm, inneighbors, outneighbors, weighted);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11826,7 +11826,7 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndi
     let traffic = Traffic::None;
     let rc = next(nnodes, ndims, dims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11863,7 +11863,7 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Com
     let traffic = Traffic::None;
     let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
-    rt::leave_after(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
     rc
 }
 #[cold]
@@ -11900,7 +11900,7 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxi
     let traffic = Traffic::None;
     let rc = next(comm, maxindex, maxedges, index, edges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11937,7 +11937,7 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnod
     let traffic = Traffic::None;
     let rc = next(comm, nnodes, index, edges, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11974,7 +11974,7 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MP
     let traffic = Traffic::None;
     let rc = next(comm, rank, nneighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12011,7 +12011,7 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm
     let traffic = Traffic::None;
     let rc = next(comm, rank, maxneighbors, neighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12048,7 +12048,7 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let traffic = Traffic::None;
     let rc = next(comm, nnodes, nedges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12085,7 +12085,7 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, stat
     let traffic = Traffic::None;
     let rc = next(comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12123,7 +12123,7 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcod
     let traffic = Traffic::None;
     let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12160,7 +12160,7 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *m
     let traffic = Traffic::None;
     let rc = next(errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12197,7 +12197,7 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_i
     let traffic = Traffic::None;
     let rc = next(errorclass, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12234,7 +12234,7 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_
     let traffic = Traffic::None;
     let rc = next(errorcode, string);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12271,7 +12271,7 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info
     let traffic = Traffic::None;
     let rc = next(size, info, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12308,7 +12308,7 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, 
     let traffic = Traffic::None;
     let rc = next(errorcode, errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12345,7 +12345,7 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int,
     let traffic = Traffic::None;
     let rc = next(errorcode, string, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12383,7 +12383,7 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12420,7 +12420,7 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) ->
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12457,7 +12457,7 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) ->
     let traffic = Traffic::None;
     let rc = next(base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12494,7 +12494,7 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *
     let traffic = Traffic::None;
     let rc = next(version, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12531,7 +12531,7 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut 
     let traffic = Traffic::None;
     let rc = next(name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12568,7 +12568,7 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_in
     let traffic = Traffic::None;
     let rc = next(version, subversion);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12605,7 +12605,7 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Inf
     let traffic = Traffic::None;
     let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12642,7 +12642,7 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, ke
     let traffic = Traffic::None;
     let rc = next(info, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12679,7 +12679,7 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newin
     let traffic = Traffic::None;
     let rc = next(info, newinfo);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12716,7 +12716,7 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info)
     let traffic = Traffic::None;
     let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12753,7 +12753,7 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let traffic = Traffic::None;
     let rc = next(info, key, valuelen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12790,7 +12790,7 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info,
     let traffic = Traffic::None;
     let rc = next(info, nkeys);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12827,7 +12827,7 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info
     let traffic = Traffic::None;
     let rc = next(info, n, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12864,7 +12864,7 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_In
     let traffic = Traffic::None;
     let rc = next(info, key, valuelen, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12901,7 +12901,7 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let traffic = Traffic::None;
     let rc = next(info, key, value);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12943,7 +12943,7 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *
     let traffic = Traffic::None;
     let rc = next(argc, argv);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -12986,7 +12986,7 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) 
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13029,7 +13029,7 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, 
     let traffic = Traffic::None;
     let rc = next(argc, argv, required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -13073,7 +13073,7 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_in
     let traffic = Traffic::None;
     let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13110,7 +13110,7 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, com
     let traffic = Traffic::None;
     let rc = next(op, commute);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13147,7 +13147,7 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_f
     let traffic = Traffic::None;
     let rc = next(function, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13184,7 +13184,7 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_
     let traffic = Traffic::None;
     let rc = next(op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13221,7 +13221,7 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_
     let traffic = Traffic::None;
     let rc = next(provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13258,7 +13258,7 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13295,7 +13295,7 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13337,7 +13337,7 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int,
     let traffic = Traffic::None;
     let rc = next(required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13374,7 +13374,7 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
     let traffic = Traffic::None;
     let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13411,7 +13411,7 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut 
     let traffic = Traffic::None;
     let rc = next(num_cvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13448,7 +13448,7 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_
     let traffic = Traffic::None;
     let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13485,7 +13485,7 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let traffic = Traffic::None;
     let rc = next(name, cvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13522,7 +13522,7 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index
     let traffic = Traffic::None;
     let rc = next(cvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13559,7 +13559,7 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mu
     let traffic = Traffic::None;
     let rc = next(handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13596,7 +13596,7 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar
     let traffic = Traffic::None;
     let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13633,7 +13633,7 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cva
     let traffic = Traffic::None;
     let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13670,7 +13670,7 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *m
     let traffic = Traffic::None;
     let rc = next(num_cat);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13707,7 +13707,7 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index:
     let traffic = Traffic::None;
     let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13744,7 +13744,7 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *co
     let traffic = Traffic::None;
     let rc = next(name, category_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13781,7 +13781,7 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13818,7 +13818,7 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13855,7 +13855,7 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_
     let traffic = Traffic::None;
     let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13892,7 +13892,7 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut
     let traffic = Traffic::None;
     let rc = next(stamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13929,7 +13929,7 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut 
     let traffic = Traffic::None;
     let rc = next(num_pvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13966,7 +13966,7 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_
     let traffic = Traffic::None;
     let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14003,7 +14003,7 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let traffic = Traffic::None;
     let rc = next(name, var_class, pvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14040,7 +14040,7 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session:
     let traffic = Traffic::None;
     let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14077,7 +14077,7 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *
     let traffic = Traffic::None;
     let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14114,7 +14114,7 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: M
     let traffic = Traffic::None;
     let rc = next(session, pvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14151,7 +14151,7 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MP
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14188,7 +14188,7 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14225,7 +14225,7 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pva
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14262,7 +14262,7 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pva
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14299,7 +14299,7 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14336,7 +14336,7 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pv
     let traffic = Traffic::None;
     let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14373,7 +14373,7 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_
     let traffic = Traffic::None;
     let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14410,7 +14410,7 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_
     let traffic = Traffic::None;
     let rc = next(enumtype, num, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14447,7 +14447,7 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_
     let traffic = Traffic::None;
     let rc = next(enumtype, index, value, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
