@@ -218,7 +218,7 @@ fn messy_file_shows_the_good_job_and_reports_the_rest() {
     assert!(err.iter().any(|l| l.contains("corrupt mpistat line")));
     assert!(err
         .iter()
-        .any(|l| l.contains(&format!("job {}: missing part(s) 1 of", broken.key()))));
+        .any(|l| l.contains(&format!("job {}: missing part(s) 1 of", broken.wire_key()))));
     assert_eq!(err[3], "1 records, 3 problems");
 }
 

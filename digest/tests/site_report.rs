@@ -605,7 +605,7 @@ fn an_upgraded_database_gets_its_rollups() {
     let db = database(&dir, &records);
     let period = Period::month("2026-11").unwrap();
     let kept = every_page(&db, &period);
-    // Back to schema 7: no rollup tables, no indexes for the pages.
+    // Back to schema 7: no rollup tables, no indexes for the pages, jobs under their wire keys.
     db.conn
         .execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
@@ -614,7 +614,9 @@ fn an_upgraded_database_gets_its_rollups() {
              DROP TABLE rollup_hour_groups; DROP TABLE escalation_rule_hours;
              DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
              DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
-             DROP INDEX analyses_by_end; DROP TABLE ingest_clock; PRAGMA user_version = 7;",
+             DROP INDEX analyses_by_end; DROP TABLE ingest_clock; PRAGMA user_version = 7;
+             ALTER TABLE jobs DROP COLUMN origin;
+             UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
         )
         .unwrap();
     drop(db);
@@ -1598,10 +1600,8 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     // The held half copied into a database of the schema before (as an older mpistat left it).
     let old_dir = dir.join("old");
     std::fs::create_dir_all(&old_dir).unwrap();
-    let before = MIGRATIONS
-        .iter()
-        .position(|m| m.contains("CREATE TABLE partial_inbox_held_ms"))
-        .unwrap();
+    // (Schema 12 noted when halves were held; schema 13 keyed them by wire key and uid.)
+    let before = 11;
     let old = rusqlite::Connection::open(old_dir.join("db.sqlite")).unwrap();
     old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
     old.pragma_update(None, "user_version", before).unwrap();
@@ -1613,7 +1613,8 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     let copied = old
         .execute(
             "INSERT INTO main.partial_inbox (end_ms, key, half, uid, look, record, state)
-             SELECT end_ms, key, half, uid, look, record, state FROM current.partial_inbox",
+             SELECT end_ms, substr(key, 1, instr(key, '-') - 1), half, uid, look, record, state
+             FROM current.partial_inbox",
             [],
         )
         .unwrap();

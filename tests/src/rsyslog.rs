@@ -200,3 +200,58 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
     }
     text
 }
+
+/// A single host's rsyslogd running the shipped `etc/rsyslog.d/mpistat.conf` (changed only: the
+/// path of its own socket and of the records file), as `mpistat ingest`
+/// reads it on a site without a log host: `<time> <host> uid=<n> pid=<n> <tag><msg>`.
+pub struct SingleHost {
+    pub dir: crate::TempDir,
+    pub daemon: RsyslogDaemon,
+}
+
+impl SingleHost {
+    /// Start one in a fresh temporary directory (`label`) whose socket every user may use.
+    pub fn start(label: &str) -> SingleHost {
+        let dir = crate::TempDir::new(label);
+        let d = dir.path();
+        let socket = d.join("log.sock");
+        // The test's main configuration loads imuxsock without the system socket, as Debian's
+        // rsyslog.conf loads it with one; the snippet adds its own input, changed only in path.
+        let text = shipped_rsyslog_config(
+            "mpistat.conf",
+            &[
+                ("/run/mpistat-syslog.sock", &socket.display().to_string()),
+                (
+                    "/var/log/mpistat/records.log",
+                    &d.join("records.log").display().to_string(),
+                ),
+            ],
+        );
+        let text = format!("module(load=\"imuxsock\" SysSock.Use=\"off\")\n{text}");
+        let mut daemon = RsyslogDaemon::start(d, "single", &text);
+        daemon.wait_until("the socket", || socket.exists());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        SingleHost { dir, daemon }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("log.sock")
+    }
+
+    /// The records file rsyslog writes.
+    pub fn log(&self) -> PathBuf {
+        self.dir.path().join("records.log")
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        crate::read_lines(&self.log())
+    }
+
+    /// Wait until the file's lines satisfy `ready`.
+    pub fn wait_for_lines(&mut self, what: &str, ready: impl Fn(&[String]) -> bool) {
+        let log = self.log();
+        self.daemon
+            .wait_until(what, || ready(&crate::read_lines(&log)));
+    }
+}

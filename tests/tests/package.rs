@@ -346,9 +346,11 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     // README step: purge, and nothing is left.
     // rsyslog stopped: its socket goes, and a job still runs (its record is dropped at once).
     machine.sh("kill $(cat /run/rsyslogd.pid)");
-    wait_for("rsyslogd to remove its socket", Duration::from_secs(10), || {
-        !machine.path("/run/mpistat-syslog.sock").exists()
-    });
+    wait_for(
+        "rsyslogd to remove its socket",
+        Duration::from_secs(10),
+        || !machine.path("/run/mpistat-syslog.sock").exists(),
+    );
     job_through_the_module(&machine, Mpi::OpenMpi, &programs[0].1);
     let purge = machine.sh(
         "DEBIAN_FRONTEND=noninteractive apt-get purge -y mpistat mpistat-node mpistat-loghost 2>&1",

@@ -122,6 +122,11 @@ pub trait Family {
     /// # Safety
     /// `status` points to a status the MPI library filled.
     unsafe fn received_bytes(status: *const MPI_Status) -> u64;
+    /// Whether a completed receive's `status` (not null) says it was cancelled.
+    ///
+    /// # Safety
+    /// As for [`Family::received_bytes`].
+    unsafe fn status_cancelled(status: *const MPI_Status) -> bool;
     /// The source rank of a successful receive's `status` (not null): the standard's public
     /// field, in every family.
     ///
@@ -263,8 +268,11 @@ fn decide() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The reason a library is not recognised is not used yet: pass-through sends nothing.
-        let ours = crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok());
-        if ours == Some(true) {
+        // A job that opts out is passed through before anything is looked at (the front, when
+        // it is there, loaded no implementation: this is for one preloaded or linked directly).
+        let ours = !known::opted_out()
+            && crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok()) == Some(true);
+        if ours {
             if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
                 crate::peers::announce_at_init();
                 crate::gates::set(crate::gates::COUNTING, true);
