@@ -14,7 +14,7 @@ use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
-use mpistat_digest::rollup::{rebuild, Dimension, HOUR_MS};
+use mpistat_digest::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
 use mpistat_record::model::{Imbalance, SlurmFacts, TraceInfo};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord, Stat};
 use mpistat_site::SiteConfig;
@@ -577,4 +577,61 @@ fn the_names_kept_between_scrapes_are_those_counted_afresh() {
             "the windows name nothing"
         );
     }
+}
+
+/// A database of the schema before the hour rollups (as the mpistat before left it: its jobs,
+/// an analysis, no hour rollups or metrics counts) gets them when a command first opens it: its windows give
+/// the figures of a database kept by ingest, but for the jobs meeting the escalation rule,
+/// counted only as ingest stores jobs (docs/metrics.md, "Upgrading").
+#[test]
+fn an_older_database_gets_its_hour_rollups() {
+    use mpistat_digest::db::MIGRATIONS;
+    let dir = temp_dir("upgrade");
+    std::fs::create_dir(dir.join("current")).unwrap();
+    let (db, _) = known_database(&dir.join("current"));
+    let kept = metrics::gather(&db, NOW_MS, 10, &TopCache::default()).unwrap();
+    assert!(window(&kept, "1d").rule_jobs > 0);
+    drop(db);
+
+    let before = MIGRATIONS
+        .iter()
+        .position(|m| m.contains("CREATE TABLE rollup_hours"))
+        .unwrap();
+    let old_path = dir.join("old.sqlite");
+    let old = rusqlite::Connection::open(&old_path).unwrap();
+    old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
+    old.pragma_update(None, "user_version", before).unwrap();
+    old.execute(
+        "ATTACH ?1 AS current",
+        [dir.join("current/db.sqlite").to_str().unwrap()],
+    )
+    .unwrap();
+    for table in ["jobs", "analyses", "rejected"] {
+        let columns: Vec<String> = old
+            .prepare(&format!("SELECT name FROM pragma_table_info('{table}', 'main')"))
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let columns = columns.join(", ");
+        old.execute_batch(&format!(
+            "INSERT INTO main.{table} ({columns}) SELECT {columns} FROM current.{table}"
+        ))
+        .unwrap();
+    }
+    old.execute_batch("DETACH current").unwrap();
+    drop(old);
+
+    // As every command opens it (`site::load`).
+    let upgraded = Database::open(&old_path).unwrap();
+    ensure_built(&upgraded, &SiteConfig::default().site_report).unwrap();
+    let figures = metrics::gather(&upgraded, NOW_MS, 10, &TopCache::default()).unwrap();
+    for (got, want) in figures.windows.iter().zip(&kept.windows) {
+        assert_eq!(got.site, want.site, "{}", want.window);
+        assert_eq!(got.top, want.top, "{}", want.window);
+        assert_eq!(got.analysed, want.analysed, "{}", want.window);
+        assert_eq!(got.rule_jobs, 0, "{}", want.window);
+    }
+    assert!(window(&figures, "7d").site.jobs > 0);
 }
