@@ -265,7 +265,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
     // Job 1's analysis, sent by alice as `mpistat analyze --send` would.
     let analysis = AnalysisRecord {
         version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
-        job_key: jobs[0].record().key(),
+        job_key: jobs[0].record().wire_key(),
         uid: alice.uid,
         user: alice.name.clone(),
         host: host_name(),
