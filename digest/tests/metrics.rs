@@ -608,7 +608,9 @@ fn an_older_database_gets_its_hour_rollups() {
     .unwrap();
     for table in ["jobs", "analyses", "rejected"] {
         let columns: Vec<String> = old
-            .prepare(&format!("SELECT name FROM pragma_table_info('{table}', 'main')"))
+            .prepare(&format!(
+                "SELECT name FROM pragma_table_info('{table}', 'main')"
+            ))
             .unwrap()
             .query_map([], |row| row.get(0))
             .unwrap()

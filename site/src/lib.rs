@@ -547,7 +547,6 @@ pub struct ServeConfig {
     pub metrics_top: usize,
 }
 
-
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
