@@ -213,17 +213,16 @@ impl Named {
             }
             self.recent.insert(hour, rows);
         }
-        // The hours each window takes in or out, read once.
-        let mut moved: BTreeMap<u64, GroupRows> = BTreeMap::new();
+        // The hours each window takes in or out, each read once (the hour that came is every
+        // window's).
+        let mut hours_moved = BTreeSet::new();
         for (_, length) in WINDOWS {
-            for (from, to) in [
-                (old_end.max(end.saturating_sub(length)), end),
-                (old_end.saturating_sub(length), end.saturating_sub(length)),
-            ] {
-                if from < to {
-                    moved.extend(names_of_hours(conn, from, to)?);
-                }
-            }
+            hours_moved.extend(old_end.max(end.saturating_sub(length))..end);
+            hours_moved.extend(old_end.saturating_sub(length)..end.saturating_sub(length));
+        }
+        let mut moved: BTreeMap<u64, GroupRows> = BTreeMap::new();
+        for hour in hours_moved {
+            moved.extend(names_of_hours(conn, hour, hour + 1)?);
         }
         for (window, (_, length)) in self.windows.iter_mut().zip(WINDOWS) {
             let (first, old_first) = (end.saturating_sub(length), old_end.saturating_sub(length));
@@ -242,14 +241,13 @@ impl Named {
         let recent_from = end.saturating_sub(RECENT_HOURS);
         self.recent.retain(|hour, _| *hour >= recent_from);
         for hour in recent_from..end {
-            if !self.recent.contains_key(&hour) {
-                let rows = match moved.remove(&hour) {
+            if let std::collections::btree_map::Entry::Vacant(entry) = self.recent.entry(hour) {
+                entry.insert(match moved.remove(&hour) {
                     Some(rows) => rows,
                     None => names_of_hours(conn, hour, hour + 1)?
                         .remove(&hour)
                         .unwrap_or_default(),
-                };
-                self.recent.insert(hour, rows);
+                });
             }
         }
         let start = end.saturating_sub(WIDEST);

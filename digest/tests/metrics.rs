@@ -523,7 +523,7 @@ fn the_names_kept_between_scrapes_are_those_counted_afresh() {
         n,
         user: ["alice", "bob", "carol"][n as usize % 3],
         exe: apps[(n as usize * 7) % apps.len()],
-        slurm: (n % 4 != 0).then(|| accounts[n as usize % accounts.len()]),
+        slurm: (!n.is_multiple_of(4)).then(|| accounts[n as usize % accounts.len()]),
         end_ms,
         ranks: 1 + n % 8,
         wall_s: 60 + u64::from(n % 50) * 60,
