@@ -8,15 +8,17 @@
 mod common;
 #[path = "common/dashboard.rs"]
 mod dashboard;
+#[path = "common/known.rs"]
+mod known;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
+use known::{Known, Owner};
 use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
 use mpistat_digest::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
-use mpistat_record::model::{Imbalance, SlurmFacts, TraceInfo};
-use mpistat_record::{AnalysisRecord, JobIndex, JobRecord, Stat};
+use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,76 +35,23 @@ fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
-/// A job of known figures: `ranks` ranks for `wall_s` seconds each, `mpi_percent` of it in MPI,
-/// a critical path of `critical_path_s` (none: no imbalance figures), on `slurm`'s account and
-/// partition if any.
-struct Known {
-    n: u32,
-    user: &'static str,
-    exe: &'static str,
-    slurm: Option<(&'static str, &'static str)>,
-    end_ms: u64,
-    ranks: u32,
-    wall_s: u64,
-    mpi_percent: u64,
-    critical_path_s: Option<u64>,
-    traced: Option<&'static str>,
-}
-
-fn uid(user: &str) -> u32 {
-    match user {
-        "alice" => 1001,
-        "bob" => 1002,
-        _ => 1003,
+/// The test's users: alice, bob and carol of `options`'s accounts, on node1.
+impl Owner for &str {
+    fn name(&self) -> String {
+        self.to_string()
     }
-}
-
-impl Known {
-    fn record(&self) -> JobRecord {
-        let s = 1_000_000_000;
-        let stat = |sum: u64| Stat {
-            sum,
-            min: sum / u64::from(self.ranks),
-            max: sum / u64::from(self.ranks),
-            max_rank: 0,
-        };
-        let wall_ns = self.wall_s * s * u64::from(self.ranks);
-        let mpi_ns = wall_ns * self.mpi_percent / 100;
-        JobRecord {
-            version: mpistat_record::model::MODEL_VERSION,
-            job_id: format!("{}", 500 + self.n),
-            uid: uid(self.user),
-            user: self.user.into(),
-            exe: self.exe.into(),
-            host: "node1".into(),
-            pid: 100 + self.n,
-            ranks: self.ranks,
-            nodes: 1,
-            start_unix_ms: self.end_ms - self.wall_s * 1000,
-            end_unix_ms: self.end_ms,
-            wall_ns: stat(wall_ns),
-            mpi_ns: stat(mpi_ns),
-            imbalance: self.critical_path_s.map(|cp| Imbalance {
-                supersteps: 100,
-                merge_factor: 1,
-                critical_path_ns: cp * s,
-                work_sum_ns: wall_ns - mpi_ns,
-                useful_sum_ns: wall_ns - mpi_ns,
-                ..Default::default()
-            }),
-            slurm: self.slurm.map(|(account, partition)| SlurmFacts {
-                job_id: format!("{}", 9000 + self.n),
-                account: Some(account.into()),
-                partition: Some(partition.into()),
-                ..Default::default()
-            }),
-            trace: self.traced.map(|reason| TraceInfo {
-                dir: format!("/home/{}/.mpistat/traces/{}", self.user, self.n),
-                reason: reason.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
+    fn uid(&self) -> u32 {
+        match *self {
+            "alice" => 1001,
+            "bob" => 1002,
+            _ => 1003,
         }
+    }
+    fn home(&self) -> String {
+        format!("/home/{self}")
+    }
+    fn host(&self) -> String {
+        "node1".into()
     }
 }
 
@@ -116,7 +65,7 @@ const HOUR_START_MS: u64 = NOW_MS / HOUR_MS * HOUR_MS;
 /// 4: Wednesday 12:00, in the day and the week.
 /// 5: five days before, without Slurm facts: in the week only.
 /// 6: eight days before: in none.
-fn known_jobs() -> Vec<Known> {
+fn known_jobs() -> Vec<Known<'static, &'static str>> {
     let lammps = "/apps/lammps/bin/lmp";
     let gromacs = "/apps/gromacs/bin/gmx";
     vec![

@@ -9,11 +9,13 @@
 
 #[path = "../../digest/tests/common/dashboard.rs"]
 mod dashboard;
+#[path = "../../digest/tests/common/known.rs"]
+mod known;
 
+use known::{Known, Owner};
 use mpistat_e2e::rsyslog::RsyslogDaemon;
 use mpistat_e2e::*;
-use mpistat_record::model::{Imbalance, SlurmFacts, TraceInfo};
-use mpistat_record::{wire, AnalysisRecord, JobRecord, Stat};
+use mpistat_record::{wire, AnalysisRecord};
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -33,67 +35,19 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A job of known figures (as in digest/tests/metrics.rs): `ranks` ranks for `wall_s` seconds
-/// each, `mpi_percent` of it in MPI, a critical path of `critical_path_s`.
-struct Known<'a> {
-    n: u32,
-    user: &'a User,
-    exe: &'a str,
-    slurm: Option<(&'a str, &'a str)>,
-    end_ms: u64,
-    ranks: u32,
-    wall_s: u64,
-    mpi_percent: u64,
-    critical_path_s: Option<u64>,
-    traced: Option<&'a str>,
-}
-
-impl Known<'_> {
-    fn record(&self) -> JobRecord {
-        let s = 1_000_000_000;
-        let stat = |sum: u64| Stat {
-            sum,
-            min: sum / u64::from(self.ranks),
-            max: sum / u64::from(self.ranks),
-            max_rank: 0,
-        };
-        let wall_ns = self.wall_s * s * u64::from(self.ranks);
-        let mpi_ns = wall_ns * self.mpi_percent / 100;
-        JobRecord {
-            version: mpistat_record::model::MODEL_VERSION,
-            job_id: format!("{}", 700 + self.n),
-            uid: self.user.uid,
-            user: self.user.name.clone(),
-            exe: self.exe.into(),
-            host: host_name(),
-            pid: 300 + self.n,
-            ranks: self.ranks,
-            nodes: 1,
-            start_unix_ms: self.end_ms - self.wall_s * 1000,
-            end_unix_ms: self.end_ms,
-            wall_ns: stat(wall_ns),
-            mpi_ns: stat(mpi_ns),
-            imbalance: self.critical_path_s.map(|cp| Imbalance {
-                supersteps: 100,
-                merge_factor: 1,
-                critical_path_ns: cp * s,
-                work_sum_ns: wall_ns - mpi_ns,
-                useful_sum_ns: wall_ns - mpi_ns,
-                ..Default::default()
-            }),
-            slurm: self.slurm.map(|(account, partition)| SlurmFacts {
-                job_id: format!("{}", 9700 + self.n),
-                account: Some(account.into()),
-                partition: Some(partition.into()),
-                ..Default::default()
-            }),
-            trace: self.traced.map(|reason| TraceInfo {
-                dir: format!("{}/.mpistat/traces/{}", self.user.home.display(), self.n),
-                reason: reason.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+/// The test's users, as made with `useradd`, on this host.
+impl Owner for &User {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn uid(&self) -> u32 {
+        self.uid
+    }
+    fn home(&self) -> String {
+        self.home.display().to_string()
+    }
+    fn host(&self) -> String {
+        host_name()
     }
 }
 
