@@ -11,6 +11,7 @@
 use crate::distributed::Blocks;
 use crate::error::MemoryError;
 use crate::model::Rank;
+use crate::source::{Estimate, TraceSource};
 use crate::tracefile::rank_file_sizes;
 use std::fmt;
 use std::path::Path;
@@ -49,28 +50,54 @@ pub struct Need {
 
 /// The estimate for `processes` analysis processes of rank files of these sizes (rank, bytes).
 pub fn need(sizes: &[(Rank, u64)], processes: usize) -> Need {
+    need_of(&estimate_of_sizes(sizes), processes)
+}
+
+/// The estimate of an mpistat trace directory's rank files of these sizes (rank, bytes).
+fn estimate_of_sizes(sizes: &[(Rank, u64)]) -> Estimate {
+    Estimate {
+        events: (sizes.iter())
+            .map(|&(rank, bytes)| (rank, bytes / FILE_BYTES_PER_EVENT))
+            .collect(),
+        definition_bytes: 0,
+    }
+}
+
+/// The estimate for `processes` analysis processes of a trace of any format (see
+/// [`crate::source`]): its events by rank, plus its definitions on every process.
+pub fn need_of(estimate: &Estimate, processes: usize) -> Need {
     let processes = processes.max(1);
-    let ranks = sizes.iter().map(|&(rank, _)| rank + 1).max().unwrap_or(0);
+    let ranks = (estimate.events.iter())
+        .map(|&(rank, _)| rank.saturating_add(1))
+        .max()
+        .unwrap_or(0);
     let blocks = Blocks { ranks, processes };
     let mut per_block = vec![0u64; processes];
-    for &(rank, bytes) in sizes {
-        per_block[blocks.owner(rank)] += bytes;
+    for &(rank, events) in &estimate.events {
+        let block = &mut per_block[blocks.owner(rank)];
+        *block = block.saturating_add(events);
     }
-    let events = |bytes: u64| bytes / FILE_BYTES_PER_EVENT;
     let largest = per_block.iter().copied().max().unwrap_or(0);
     Need {
         ranks,
-        events: events(sizes.iter().map(|&(_, bytes)| bytes).sum()),
+        events: (estimate.events.iter()).fold(0u64, |sum, &(_, events)| sum.saturating_add(events)),
         processes,
-        per_process: BASE_BYTES.saturating_add(events(largest).saturating_mul(BYTES_PER_EVENT)),
+        per_process: BASE_BYTES
+            .saturating_add(estimate.definition_bytes)
+            .saturating_add(largest.saturating_mul(BYTES_PER_EVENT)),
     }
 }
 
 /// The fewest processes, at least `from`, whose largest block fits in `limit`; `None` when even
 /// one rank per process does not.
 pub fn processes_needed(sizes: &[(Rank, u64)], from: usize, limit: u64) -> Option<usize> {
-    let fits = |n: usize| need(sizes, n).per_process <= limit;
-    let most = (need(sizes, 1).ranks as usize).max(from);
+    processes_needed_of(&estimate_of_sizes(sizes), from, limit)
+}
+
+/// [`processes_needed`] of a trace of any format.
+pub fn processes_needed_of(estimate: &Estimate, from: usize, limit: u64) -> Option<usize> {
+    let fits = |n: usize| need_of(estimate, n).per_process <= limit;
+    let most = (need_of(estimate, 1).ranks as usize).max(from);
     if !fits(most) {
         return None;
     }
@@ -150,15 +177,34 @@ impl fmt::Display for TooBig {
 /// the same verdict from the same directory, without talking.
 pub fn check(dir: &Path, processes: usize, limit: u64) -> Result<Need, MemoryError> {
     let sizes = rank_file_sizes(dir)?;
-    let estimate = need(&sizes, processes);
-    if estimate.per_process <= limit {
-        return Ok(estimate);
+    check_estimate(dir, &estimate_of_sizes(&sizes), processes, limit)
+}
+
+/// [`check`] for a trace of any format (see [`crate::source`]).
+pub fn check_source(
+    source: &dyn TraceSource,
+    processes: usize,
+    limit: u64,
+) -> Result<Need, MemoryError> {
+    let estimate = source.estimate().map_err(MemoryError::Source)?;
+    check_estimate(source.path(), &estimate, processes, limit)
+}
+
+fn check_estimate(
+    path: &Path,
+    estimate: &Estimate,
+    processes: usize,
+    limit: u64,
+) -> Result<Need, MemoryError> {
+    let need = need_of(estimate, processes);
+    if need.per_process <= limit {
+        return Ok(need);
     }
     Err(MemoryError::TooBig(TooBig {
-        dir: dir.display().to_string(),
-        need: estimate,
+        dir: path.display().to_string(),
+        need,
         limit,
-        enough: processes_needed(&sizes, processes + 1, limit),
+        enough: processes_needed_of(estimate, processes + 1, limit),
     }))
 }
 
