@@ -16,9 +16,12 @@ mod collectives;
 pub mod error;
 pub mod export;
 mod ffi;
+pub mod import;
 mod names;
+mod read;
 pub mod write;
 
 pub use error::Otf2Error;
 pub use export::{export_dir, export_dir_distributed, Exported};
+pub use import::{find_anchor, Otf2Archive};
 pub use write::{anchor_file, ARCHIVE_NAME};
