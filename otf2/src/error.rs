@@ -118,7 +118,11 @@ fn static_text(text: *const c_char) -> String {
 }
 
 /// `Ok` for `OTF2_SUCCESS`, else the error of `call` on the archive at `path`.
-pub(crate) fn check(code: ffi::OTF2_ErrorCode, call: &'static str, path: &str) -> Result<(), Otf2Error> {
+pub(crate) fn check(
+    code: ffi::OTF2_ErrorCode,
+    call: &'static str,
+    path: &str,
+) -> Result<(), Otf2Error> {
     if code == ffi::OTF2_SUCCESS {
         return Ok(());
     }

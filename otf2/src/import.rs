@@ -21,8 +21,7 @@ use crate::read::{read_global_definitions, LocationReader, RawDefinitions, Reade
 use mpistat_analysis::analysis::Built;
 use mpistat_analysis::error::AnalyzeDirError;
 use mpistat_analysis::model::{
-    Cartesian, CommId, Communicator, Definitions, Event, EventKind, Rank, Region, RegionId,
-    Ticks,
+    Cartesian, CommId, Communicator, Definitions, Event, EventKind, Rank, Region, RegionId, Ticks,
 };
 use mpistat_analysis::replay::parallel_map;
 use mpistat_analysis::source::{Estimate, TraceSource};
@@ -416,14 +415,15 @@ fn resolve(anchor: &Path, raw: RawDefinitions) -> Result<Otf2Archive, Otf2Error>
         path: anchor.display().to_string(),
         what,
     };
-    let string = |reference: u32, what: &str| -> Result<String, Otf2Error> {
-        match reference {
-            UNDEFINED_U32 => Ok(String::new()),
-            r => raw.strings.get(&r).cloned().ok_or_else(|| {
-                malformed(format!("{what} names string {r}, which is not defined"))
-            }),
-        }
-    };
+    let string =
+        |reference: u32, what: &str| -> Result<String, Otf2Error> {
+            match reference {
+                UNDEFINED_U32 => Ok(String::new()),
+                r => raw.strings.get(&r).cloned().ok_or_else(|| {
+                    malformed(format!("{what} names string {r}, which is not defined"))
+                }),
+            }
+        };
     let (ticks_per_second, _, _) = raw
         .clock
         .ok_or_else(|| malformed("no clock properties (timer resolution)".into()))?;
@@ -446,7 +446,10 @@ fn resolve(anchor: &Path, raw: RawDefinitions) -> Result<Otf2Archive, Otf2Error>
         }
         let id = regions.len() as RegionId;
         if region_ids.insert(region.reference, id).is_some() {
-            return Err(malformed(format!("region {} defined twice", region.reference)));
+            return Err(malformed(format!(
+                "region {} defined twice",
+                region.reference
+            )));
         }
         regions.push(Region {
             name,
@@ -562,7 +565,9 @@ fn communicators(
     let mut self_like = None;
     for &(reference, group) in &raw.comms {
         let Some(group_def) = raw.groups.get(&group) else {
-            return Err(format!("communicator {reference} has group {group}, which is not defined"));
+            return Err(format!(
+                "communicator {reference} has group {group}, which is not defined"
+            ));
         };
         if u32::from(group_def.paradigm) != ffi::OTF2_PARADIGM_MPI {
             continue;
@@ -632,7 +637,12 @@ fn partitions(raw: &RawDefinitions, locations: &[u64]) -> Option<Vec<u32>> {
     let group_of: HashMap<u64, u32> = raw.locations.iter().map(|&(l, _, g)| (l, g)).collect();
     Some(
         (locations.iter())
-            .map(|l| (group_of.get(l)).and_then(|g| by_group.get(g)).copied().unwrap_or(0))
+            .map(|l| {
+                (group_of.get(l))
+                    .and_then(|g| by_group.get(g))
+                    .copied()
+                    .unwrap_or(0)
+            })
             .collect(),
     )
 }

@@ -31,7 +31,10 @@ pub(crate) fn role_and_paradigm(role: RegionRole) -> (ffi::OTF2_RegionRole, ffi:
 /// else (user functions, OpenMP constructs, ...) is the program's own time.
 pub(crate) fn role_of(name: &str, paradigm: ffi::OTF2_Paradigm) -> RegionRole {
     let mpi_by_name = name.len() > 4 && name[..4].eq_ignore_ascii_case("mpi_");
-    let unknown = paradigm == ffi::OTF2_PARADIGM_UNKNOWN as ffi::OTF2_Paradigm;
+    let unknown = matches!(
+        u32::from(paradigm),
+        ffi::OTF2_PARADIGM_UNKNOWN | ffi::OTF2_PARADIGM_NONE
+    );
     if paradigm == ffi::OTF2_PARADIGM_MPI as ffi::OTF2_Paradigm || (unknown && mpi_by_name) {
         RegionRole::Mpi(MpiClass::of_routine(name))
     } else {
@@ -126,7 +129,10 @@ mod tests {
             RegionRole::Mpi(MpiClass::AllToOne)
         );
         assert_eq!(
-            role_of("!$omp parallel", ffi::OTF2_PARADIGM_OPENMP as ffi::OTF2_Paradigm),
+            role_of(
+                "!$omp parallel",
+                ffi::OTF2_PARADIGM_OPENMP as ffi::OTF2_Paradigm
+            ),
             RegionRole::User
         );
     }

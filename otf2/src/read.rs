@@ -66,7 +66,10 @@ impl Drop for Reader {
 
 /// Runs a callback's body, keeping its error (or a panic's) in `error` and telling libotf2 to
 /// stop reading.
-fn guarded(error: &mut Option<String>, body: impl FnOnce() -> Result<(), String>) -> ffi::OTF2_CallbackCode {
+fn guarded(
+    error: &mut Option<String>,
+    body: impl FnOnce() -> Result<(), String>,
+) -> ffi::OTF2_CallbackCode {
     let outcome = catch_unwind(AssertUnwindSafe(body))
         .unwrap_or_else(|_| Err("an internal error while reading (a panic)".into()));
     match outcome {
@@ -150,7 +153,9 @@ unsafe fn text_of(text: *const c_char) -> String {
         return String::new();
     }
     // SAFETY: the caller's promise.
-    unsafe { CStr::from_ptr(text) }.to_string_lossy().into_owned()
+    unsafe { CStr::from_ptr(text) }
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// # Safety
@@ -343,24 +348,45 @@ pub(crate) fn read_global_definitions(reader: &Reader) -> Result<RawDefinitions,
         }
         let callbacks = ffi::OTF2_GlobalDefReaderCallbacks_New();
         if callbacks.is_null() {
-            reader.check(ffi::OTF2_ERROR_MEM_ALLOC_FAILED, "OTF2_GlobalDefReaderCallbacks_New")?;
+            reader.check(
+                ffi::OTF2_ERROR_MEM_ALLOC_FAILED,
+                "OTF2_GlobalDefReaderCallbacks_New",
+            )?;
         }
         let set = [
-            ffi::OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(callbacks, Some(clock_properties)),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetClockPropertiesCallback(
+                callbacks,
+                Some(clock_properties),
+            ),
             ffi::OTF2_GlobalDefReaderCallbacks_SetStringCallback(callbacks, Some(string)),
-            ffi::OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(callbacks, Some(location_group)),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetLocationGroupCallback(
+                callbacks,
+                Some(location_group),
+            ),
             ffi::OTF2_GlobalDefReaderCallbacks_SetLocationCallback(callbacks, Some(location)),
             ffi::OTF2_GlobalDefReaderCallbacks_SetRegionCallback(callbacks, Some(region)),
             ffi::OTF2_GlobalDefReaderCallbacks_SetGroupCallback(callbacks, Some(group)),
             ffi::OTF2_GlobalDefReaderCallbacks_SetCommCallback(callbacks, Some(comm)),
-            ffi::OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(callbacks, Some(cart_dimension)),
-            ffi::OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(callbacks, Some(cart_topology)),
-            ffi::OTF2_GlobalDefReaderCallbacks_SetCartCoordinateCallback(callbacks, Some(cart_coordinate)),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(
+                callbacks,
+                Some(cart_dimension),
+            ),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(
+                callbacks,
+                Some(cart_topology),
+            ),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetCartCoordinateCallback(
+                callbacks,
+                Some(cart_coordinate),
+            ),
             ffi::OTF2_GlobalDefReaderCallbacks_SetLocationGroupPropertyCallback(
                 callbacks,
                 Some(location_group_property),
             ),
-            ffi::OTF2_GlobalDefReaderCallbacks_SetMetricMemberCallback(callbacks, Some(metric_member)),
+            ffi::OTF2_GlobalDefReaderCallbacks_SetMetricMemberCallback(
+                callbacks,
+                Some(metric_member),
+            ),
             ffi::OTF2_GlobalDefReaderCallbacks_SetIoHandleCallback(callbacks, Some(io_handle)),
             ffi::OTF2_GlobalDefReaderCallbacks_SetRmaWinCallback(callbacks, Some(rma_window)),
         ];
@@ -389,15 +415,40 @@ pub(crate) fn read_global_definitions(reader: &Reader) -> Result<RawDefinitions,
 /// The records of a location's event file that the analysis uses, with OTF2's references.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Record {
-    Enter { region: u32 },
-    Leave { region: u32 },
+    Enter {
+        region: u32,
+    },
+    Leave {
+        region: u32,
+    },
     /// A send; `request` for `MpiIsend`.
-    Send { receiver: u32, comm: u32, tag: u32, length: u64, request: Option<u64> },
+    Send {
+        receiver: u32,
+        comm: u32,
+        tag: u32,
+        length: u64,
+        request: Option<u64>,
+    },
     /// A receive; `request` for `MpiIrecv`.
-    Recv { sender: u32, comm: u32, tag: u32, length: u64, request: Option<u64> },
-    IsendComplete { request: u64 },
-    IrecvRequest { request: u64 },
-    CollectiveEnd { comm: u32, root: u32, sent: u64, received: u64 },
+    Recv {
+        sender: u32,
+        comm: u32,
+        tag: u32,
+        length: u64,
+        request: Option<u64>,
+    },
+    IsendComplete {
+        request: u64,
+    },
+    IrecvRequest {
+        request: u64,
+    },
+    CollectiveEnd {
+        comm: u32,
+        root: u32,
+        sent: u64,
+        received: u64,
+    },
 }
 
 /// Records read and not handed on yet.
@@ -486,7 +537,10 @@ impl LocationReader {
         // callbacks are registered with a Batch that lives as long as this LocationReader.
         unsafe {
             let r = reader.reader;
-            reader.check(ffi::OTF2_Reader_SelectLocation(r, location), "OTF2_Reader_SelectLocation")?;
+            reader.check(
+                ffi::OTF2_Reader_SelectLocation(r, location),
+                "OTF2_Reader_SelectLocation",
+            )?;
             // The local definitions carry the mapping tables and clock offsets the events need;
             // an archive may have none (the files are optional).
             if ffi::OTF2_Reader_OpenDefFiles(r) == ffi::OTF2_SUCCESS {
@@ -507,19 +561,34 @@ impl LocationReader {
             }
             let callbacks = ffi::OTF2_EvtReaderCallbacks_New();
             if callbacks.is_null() {
-                reader.check(ffi::OTF2_ERROR_MEM_ALLOC_FAILED, "OTF2_EvtReaderCallbacks_New")?;
+                reader.check(
+                    ffi::OTF2_ERROR_MEM_ALLOC_FAILED,
+                    "OTF2_EvtReaderCallbacks_New",
+                )?;
             }
             let set = [
                 ffi::OTF2_EvtReaderCallbacks_SetEnterCallback(callbacks, Some(on_enter)),
                 ffi::OTF2_EvtReaderCallbacks_SetLeaveCallback(callbacks, Some(on_leave)),
                 ffi::OTF2_EvtReaderCallbacks_SetMpiSendCallback(callbacks, Some(on_send)),
                 ffi::OTF2_EvtReaderCallbacks_SetMpiIsendCallback(callbacks, Some(on_isend)),
-                ffi::OTF2_EvtReaderCallbacks_SetMpiIsendCompleteCallback(callbacks, Some(on_isend_complete)),
-                ffi::OTF2_EvtReaderCallbacks_SetMpiIrecvRequestCallback(callbacks, Some(on_irecv_request)),
+                ffi::OTF2_EvtReaderCallbacks_SetMpiIsendCompleteCallback(
+                    callbacks,
+                    Some(on_isend_complete),
+                ),
+                ffi::OTF2_EvtReaderCallbacks_SetMpiIrecvRequestCallback(
+                    callbacks,
+                    Some(on_irecv_request),
+                ),
                 ffi::OTF2_EvtReaderCallbacks_SetMpiRecvCallback(callbacks, Some(on_recv)),
                 ffi::OTF2_EvtReaderCallbacks_SetMpiIrecvCallback(callbacks, Some(on_irecv)),
-                ffi::OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(callbacks, Some(on_collective_begin)),
-                ffi::OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(callbacks, Some(on_collective_end)),
+                ffi::OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(
+                    callbacks,
+                    Some(on_collective_begin),
+                ),
+                ffi::OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(
+                    callbacks,
+                    Some(on_collective_end),
+                ),
             ];
             let registered = ffi::OTF2_Reader_RegisterEvtCallbacks(
                 r,

@@ -396,9 +396,7 @@ impl LocationWriter<'_> {
             EventKind::Send { .. } | EventKind::RequestComplete { .. } => {
                 self.pending = Some(event)
             }
-            EventKind::Enter { region } if self.is_collective(region) => {
-                self.pending = Some(event)
-            }
+            EventKind::Enter { region } if self.is_collective(region) => self.pending = Some(event),
             _ => self.alone(event)?,
         }
         Ok(())
@@ -425,7 +423,16 @@ impl LocationWriter<'_> {
                 EventKind::RequestPost { request },
             ) => {
                 let receiver = self.comm_ranks.local(comm, peer);
-                write_event!(self, OTF2_EvtWriter_MpiIsend, first.time, receiver, comm, tag as u32, bytes, request)?;
+                write_event!(
+                    self,
+                    OTF2_EvtWriter_MpiIsend,
+                    first.time,
+                    receiver,
+                    comm,
+                    tag as u32,
+                    bytes,
+                    request
+                )?;
                 self.sends.insert(request);
             }
             (
@@ -438,7 +445,16 @@ impl LocationWriter<'_> {
                 },
             ) if first.time == second.time => {
                 let sender = self.comm_ranks.local(comm, peer);
-                write_event!(self, OTF2_EvtWriter_MpiIrecv, second.time, sender, comm, tag as u32, bytes, request)?;
+                write_event!(
+                    self,
+                    OTF2_EvtWriter_MpiIrecv,
+                    second.time,
+                    sender,
+                    comm,
+                    tag as u32,
+                    bytes,
+                    request
+                )?;
             }
             (
                 EventKind::Enter { region },
@@ -474,7 +490,16 @@ impl LocationWriter<'_> {
         let routine = (self.defs.regions.get(region as usize)).map_or("", |r| r.name.as_str());
         let op = collective_op(routine);
         let root = root.map_or(UNDEFINED_U32, |r| self.comm_ranks.local(comm, r));
-        write_event!(self, OTF2_EvtWriter_MpiCollectiveEnd, time, op, comm, root, sent, received)?;
+        write_event!(
+            self,
+            OTF2_EvtWriter_MpiCollectiveEnd,
+            time,
+            op,
+            comm,
+            root,
+            sent,
+            received
+        )?;
         write_event!(self, OTF2_EvtWriter_Leave, time, region)
     }
 
@@ -487,7 +512,8 @@ impl LocationWriter<'_> {
                 write_event!(self, OTF2_EvtWriter_Enter, time, region)
             }
             EventKind::Exit => {
-                let region = (self.stack.pop()).ok_or_else(|| self.bad("an exit without an enter"))?;
+                let region =
+                    (self.stack.pop()).ok_or_else(|| self.bad("an exit without an enter"))?;
                 write_event!(self, OTF2_EvtWriter_Leave, time, region)
             }
             EventKind::Send {
@@ -498,7 +524,15 @@ impl LocationWriter<'_> {
                 ..
             } => {
                 let receiver = self.comm_ranks.local(comm, peer);
-                write_event!(self, OTF2_EvtWriter_MpiSend, time, receiver, comm, tag as u32, bytes)
+                write_event!(
+                    self,
+                    OTF2_EvtWriter_MpiSend,
+                    time,
+                    receiver,
+                    comm,
+                    tag as u32,
+                    bytes
+                )
             }
             EventKind::Recv {
                 peer,
@@ -507,7 +541,15 @@ impl LocationWriter<'_> {
                 bytes,
             } => {
                 let sender = self.comm_ranks.local(comm, peer);
-                write_event!(self, OTF2_EvtWriter_MpiRecv, time, sender, comm, tag as u32, bytes)
+                write_event!(
+                    self,
+                    OTF2_EvtWriter_MpiRecv,
+                    time,
+                    sender,
+                    comm,
+                    tag as u32,
+                    bytes
+                )
             }
             EventKind::RequestPost { request } => {
                 write_event!(self, OTF2_EvtWriter_MpiIrecvRequest, time, request)
@@ -602,7 +644,14 @@ impl GlobalDefinitions<'_> {
             ffi::OTF2_PARADIGM_CLASS_PROCESS as ffi::OTF2_ParadigmClass
         )?;
         let (node_name, node_class) = (self.string("mpistat trace")?, self.string("machine")?);
-        write_definition!(self, OTF2_GlobalDefWriter_WriteSystemTreeNode, 0, node_name, node_class, UNDEFINED_U32)?;
+        write_definition!(
+            self,
+            OTF2_GlobalDefWriter_WriteSystemTreeNode,
+            0,
+            node_name,
+            node_class,
+            UNDEFINED_U32
+        )?;
         let appnum = match defs.partitions {
             Some(_) => self.string("MPI_APPNUM")?,
             None => UNDEFINED_U32,
