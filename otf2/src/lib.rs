@@ -19,6 +19,7 @@ mod ffi;
 pub mod import;
 mod names;
 mod read;
+pub mod reference;
 pub mod write;
 
 pub use error::Otf2Error;
