@@ -9,7 +9,7 @@
 
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
-use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::analysis::{run_passes_on, summarise, CallpathSummary, Passes};
 use mpistat_analysis::distributed::wait_states_of;
 use mpistat_analysis::memory;
 use mpistat_analysis::model::{Definitions, Module};
@@ -32,8 +32,13 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .escalation
             .analysis_memory_bytes
     });
-    memory::check(&args.trace_dir, 1, memory::limit(setting, 1))?;
-    let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    if let Some(out) = &args.otf2 {
+        // Streamed rank by rank: written even when the analysis is too big for this process.
+        crate::trace_input::export(&args.trace_dir, out, None)?;
+    }
+    let source = crate::trace_input::open(&args.trace_dir)?;
+    memory::check_source(source.as_ref(), 1, memory::limit(setting, 1))?;
+    let (mut passes, problems) = run_passes_on(source.as_ref(), &mut |_| {})?;
     symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
