@@ -22,11 +22,7 @@ pub fn open(path: &Path) -> anyhow::Result<Box<dyn TraceSource>> {
 /// Writes the mpistat trace in `dir` as an OTF2 archive in the new directory `out`, with call
 /// sites as source lines (as the reports show them); `exchange`: the processes of
 /// `mpistat-analyze`, which write it together.
-pub fn export(
-    dir: &Path,
-    out: &Path,
-    exchange: Option<&dyn Exchange>,
-) -> anyhow::Result<Exported> {
+pub fn export(dir: &Path, out: &Path, exchange: Option<&dyn Exchange>) -> anyhow::Result<Exported> {
     if find_anchor(dir).is_some() {
         anyhow::bail!(
             "{}: already an OTF2 archive; --otf2 exports mpistat's own trace directories",

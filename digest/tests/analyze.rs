@@ -126,7 +126,11 @@ fn an_exported_archive_analysed_again_gives_the_same_report() {
     let text = run_on(dir.clone(), AnalyzeFormat::Text, Some(out.clone()));
     assert!(out.join("traces.otf2").is_file());
     assert_eq!(run_on(out.clone(), AnalyzeFormat::Text, None), text);
-    for format in [AnalyzeFormat::Json, AnalyzeFormat::WaitStates, AnalyzeFormat::Summary] {
+    for format in [
+        AnalyzeFormat::Json,
+        AnalyzeFormat::WaitStates,
+        AnalyzeFormat::Summary,
+    ] {
         assert_eq!(
             run_on(out.clone(), format, None),
             run_on(dir.clone(), format, None),

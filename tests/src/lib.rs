@@ -1409,6 +1409,23 @@ pub fn mpistat_binary() -> PathBuf {
     library().with_file_name("mpistat")
 }
 
+/// The analysis as an MPI program for `mpi` (`mpistat-analyze`, `mpistat-analyze-mpich`); the
+/// tests never build it (`cargo build --release -p mpistat-analyze-mpi -p
+/// mpistat-analyze-mpi-mpich`).
+pub fn analyze_mpi(mpi: Mpi) -> PathBuf {
+    let name = match mpi {
+        Mpi::OpenMpi => "mpistat-analyze",
+        Mpi::Mpich => "mpistat-analyze-mpich",
+    };
+    let path = library().with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: cargo build --release -p mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich",
+        path.display()
+    );
+    path
+}
+
 /// [`mpistat`] as `user` (through `setpriv`), or as the test's own user.
 pub fn mpistat_as(user: Option<&User>, args: &[&str], config: &Path) -> std::process::Output {
     let binary = mpistat_binary();

@@ -22,22 +22,6 @@ use std::process::Command;
 /// The formats both analyses print.
 const FORMATS: [&str; 3] = ["text", "json", "wait-states"];
 
-/// The MPI program for `mpi`; the tests never build it (`cargo build --release -p
-/// mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich`).
-fn analyze_mpi(mpi: Mpi) -> PathBuf {
-    let name = match mpi {
-        Mpi::OpenMpi => "mpistat-analyze",
-        Mpi::Mpich => "mpistat-analyze-mpich",
-    };
-    let path = library().with_file_name(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: cargo build --release -p mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich",
-        path.display()
-    );
-    path
-}
-
 /// `mpistat analyze --format FORMAT DIR`: its standard output.
 fn one_process(dir: &Path, format: &str) -> String {
     let out = Command::new(mpistat_binary())
