@@ -30,7 +30,7 @@ pub(crate) fn role_and_paradigm(role: RegionRole) -> (ffi::OTF2_RegionRole, ffi:
 /// the writer set no paradigm) is classed by its name, as the profiler classes it; everything
 /// else (user functions, OpenMP constructs, ...) is the program's own time.
 pub(crate) fn role_of(name: &str, paradigm: ffi::OTF2_Paradigm) -> RegionRole {
-    let mpi_by_name = name.len() > 4 && name[..4].eq_ignore_ascii_case("mpi_");
+    let mpi_by_name = (name.as_bytes().get(..4)).is_some_and(|p| p.eq_ignore_ascii_case(b"mpi_"));
     let unknown = matches!(
         u32::from(paradigm),
         ffi::OTF2_PARADIGM_UNKNOWN | ffi::OTF2_PARADIGM_NONE
