@@ -25,6 +25,7 @@ use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::memory;
 use mpistat_analysis::tracefile::modules_of_dir;
 use mpistat_digest::analyze::{html, json, summary, symbolize, text};
+use mpistat_digest::perfetto::write_file_distributed;
 use mpistat_digest::send::{job_key_of, send_outcome};
 use mpistat_digest::trace_input;
 use mpistat_otf2::Otf2Error;
@@ -65,6 +66,10 @@ struct Args {
     /// processes on the node). A trace whose estimated need is more fails before it is read.
     #[arg(long)]
     memory_limit: Option<u64>,
+    /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here (each
+    /// process its ranks' tracks, the same file as `mpistat analyze --perfetto` writes).
+    #[arg(long, conflicts_with = "send")]
+    perfetto: Option<PathBuf>,
     /// Also write the trace as an OTF2 archive into this new directory (OUT/traces.otf2), each
     /// process its own ranks, as `mpistat analyze --otf2` writes it.
     #[arg(long, value_name = "OUT", conflicts_with = "send")]
@@ -161,9 +166,16 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
         args.format
     };
     let report = match format {
-        Format::WaitStates => gather_wait_states(&local, world)
-            .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
-            .transpose()?,
+        Format::WaitStates => {
+            let report = gather_wait_states(&local, world)
+                .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
+                .transpose()?;
+            if let Some(path) = &args.perfetto {
+                let analysis = analyze(&local, world)?;
+                write_file_distributed(path, &local, analysis.as_ref(), world)?;
+            }
+            report
+        }
         format => {
             let all_problems = gather_problems(&problems, world);
             let analysis = match analyze(&local, world) {
@@ -173,6 +185,9 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
                     return Err(error.into());
                 }
             };
+            if let Some(path) = &args.perfetto {
+                write_file_distributed(path, &local, analysis.as_ref(), world)?;
+            }
             match (analysis, all_problems) {
                 (Some(analysis), Some(problems)) => Some(match format {
                     Format::Json => json(&analysis)?,

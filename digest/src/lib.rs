@@ -19,6 +19,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod perfetto;
 pub mod plot;
 pub mod pool;
 pub mod rollup;

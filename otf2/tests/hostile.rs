@@ -10,7 +10,10 @@ use mpistat_otf2::{export_dir, Otf2Archive, Otf2Error};
 use std::path::{Path, PathBuf};
 
 fn exported(name: &str) -> PathBuf {
-    let base = std::env::temp_dir().join(format!("mpistat-otf2-hostile-{name}-{}", std::process::id()));
+    let base = std::env::temp_dir().join(format!(
+        "mpistat-otf2-hostile-{name}-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&base);
     write_dir(&base.join("mpt"), &examples::mixed(3, 40, 5)).unwrap();
     export_dir(&base.join("mpt"), &base.join("otf2"), &mut |_| {}).unwrap();
@@ -23,7 +26,9 @@ fn outcome(archive: &Path) -> Option<String> {
         Ok(archive) => archive,
         Err(error) => return Some(error.to_string()),
     };
-    run_passes_on(&archive, &mut |_| {}).err().map(|e| e.to_string())
+    run_passes_on(&archive, &mut |_| {})
+        .err()
+        .map(|e| e.to_string())
 }
 
 #[test]
@@ -36,7 +41,9 @@ fn every_file_cut_short_or_overwritten_is_an_error_or_reads() {
         let path = archive.join(file);
         let original = std::fs::read(&path).unwrap();
         let cuts = (0..original.len()).step_by(7);
-        let overwrites = (0..original.len()).step_by(11).flat_map(|i| [(i, 0xFF), (i, 0x00), (i, 0x7F)]);
+        let overwrites = (0..original.len())
+            .step_by(11)
+            .flat_map(|i| [(i, 0xFF), (i, 0x00), (i, 0x7F)]);
         let mut damaged: Vec<Vec<u8>> = cuts.map(|n| original[..n].to_vec()).collect();
         damaged.extend(overwrites.map(|(i, byte)| {
             let mut bytes = original.clone();
@@ -83,7 +90,10 @@ fn definitions_bigger_than_read_are_refused_before_reading() {
         .unwrap();
     let error = Otf2Archive::open(&base.join("otf2")).unwrap_err();
     assert!(matches!(error, Otf2Error::TooBig { .. }), "{error}");
-    assert!(error.to_string().contains("the global definitions file"), "{error}");
+    assert!(
+        error.to_string().contains("the global definitions file"),
+        "{error}"
+    );
     std::fs::remove_dir_all(base).unwrap();
 }
 
@@ -96,6 +106,9 @@ fn not_an_archive() {
     std::fs::write(dir.join("traces.otf2"), b"garbage").unwrap();
     std::fs::write(dir.join("traces.def"), b"garbage").unwrap();
     let error = Otf2Archive::open(&dir).unwrap_err().to_string();
-    assert!(error.contains("traces.otf2: OTF2_Reader_Open failed"), "{error}");
+    assert!(
+        error.contains("traces.otf2: OTF2_Reader_Open failed"),
+        "{error}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }

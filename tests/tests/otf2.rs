@@ -4,7 +4,8 @@
 //! `otf2-print` reads every event of the archive, Python's `otf2` finds mpistat's own trace in
 //! it event by event with every message matched; the archive analysed again gives the same
 //! report; `mpistat-analyze --otf2` on 3 processes writes the same archive (file by file; the
-//! anchor's random trace identifier aside), and reads it back in parallel to the same report.
+//! anchor's random trace identifier aside) and the same Perfetto timeline, and reads the
+//! archive back in parallel to the same report.
 
 use mpistat_analysis::tracefile::{modules_of_dir, read_dir};
 use mpistat_digest::analyze::symbolize;
@@ -82,7 +83,14 @@ for_each_mpi! {
         let trace = Path::new(&info.dir);
         let out = TempDir::new("otf2-out");
         let archive = out.path().join("one");
-        let report = mpistat_analyze(&[Path::new("--otf2"), &archive, trace]);
+        let timeline = out.path().join("one.json");
+        let report = mpistat_analyze(&[
+            Path::new("--otf2"),
+            &archive,
+            Path::new("--perfetto"),
+            &timeline,
+            trace,
+        ]);
 
         // The reference tools: every event, and mpistat's own trace in it, event by event (with
         // the call sites as the export writes them: source lines).
@@ -103,11 +111,15 @@ for_each_mpi! {
             .mpi(mpi)
             .arg("--otf2")
             .arg(parallel.display().to_string())
+            .arg("--perfetto")
+            .arg(out.path().join("three.json").display().to_string())
             .arg(trace.display().to_string())
             .bare();
         outcome.assert_success();
         assert_eq!(outcome.stdout, report);
         assert_same_archive(&archive, &parallel);
+        let read = |name: &str| std::fs::read(out.path().join(name)).unwrap();
+        assert!(read("one.json") == read("three.json"), "the timelines differ");
         let outcome = Job::new(analyze_mpi(mpi), 2)
             .mpi(mpi)
             .arg(anchor_file(&archive).display().to_string())

@@ -16,7 +16,7 @@ use mpistat_analysis::examples::{halo, mixed, topc_figure_2, topc_figure_3};
 use mpistat_analysis::model::Trace;
 use mpistat_analysis::tracefile::{rank_file_name, write_dir};
 use mpistat_e2e::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The formats both analyses print.
@@ -169,6 +169,44 @@ for_each_mpi! {
                 .collect();
             // Every pattern of a random mix of this size shows up.
             assert!(patterns.len() >= 5, "{ranks} ranks: {patterns:?}");
+        }
+    }
+}
+
+for_each_mpi! {
+    /// The timeline past one node (issue 37 §3): `mpistat-analyze --perfetto FILE`, each process
+    /// writing its ranks' tracks at their place, writes the file `mpistat analyze --perfetto`
+    /// writes, to the byte, at any number of processes (also more than ranks).
+    fn perfetto_timeline_in_parallel(mpi) {
+        let _serial = serial();
+        let dir = TempDir::new("parallel-perfetto");
+        let out = TempDir::new("parallel-perfetto-out");
+        write_dir(dir.path(), &mixed(6, 400, 3)).unwrap();
+        let one = out.path().join("one.json");
+        let status = Command::new(mpistat_binary())
+            .args(["analyze", "--format", "summary", "--perfetto"])
+            .arg(&one)
+            .arg(dir.path())
+            .output()
+            .unwrap()
+            .status;
+        assert!(status.success());
+        let expected = std::fs::read(&one).unwrap();
+        for (processes, format) in [(1, "text"), (2, "json"), (4, "wait-states"), (7, "text")] {
+            let file = out.path().join(format!("n{processes}.json"));
+            Job::new(analyze_mpi(mpi), processes)
+                .mpi(mpi)
+                .arg("--format")
+                .arg(format)
+                .arg("--perfetto")
+                .arg(file.display().to_string())
+                .arg(dir.path().display().to_string())
+                .bare()
+                .assert_success();
+            assert!(
+                std::fs::read(&file).unwrap() == expected,
+                "{processes} processes: the timelines differ"
+            );
         }
     }
 }
