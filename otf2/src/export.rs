@@ -4,7 +4,7 @@
 //!
 //! Memory stays bounded: each rank file is decoded event by event (with its times moved onto
 //! rank 0's clock, as the analysis reads them) straight into its location's writer, which holds
-//! one chunk (1 MiB) and writes it out when full.
+//! one chunk (256 KiB) and writes it out when full.
 
 use crate::error::Otf2Error;
 use crate::write::{ArchiveWriter, CommRanks, RankWritten};

@@ -41,6 +41,10 @@ pub const MEMORY_PER_DEFINITION_BYTE: u64 = 16;
 /// over-counts events, never under.
 pub const FILE_BYTES_PER_EVENT: u64 = 3;
 
+/// What an event usually takes in an event file (8.3 bytes in mpistat's exports, more in
+/// Score-P's, whose timestamps are larger).
+const TYPICAL_FILE_BYTES_PER_EVENT: u64 = 8;
+
 /// How an OTF2 communicator becomes the model's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CommMapping {
@@ -174,7 +178,9 @@ impl Otf2Archive {
     fn timeline(&self, rank: Rank) -> Result<Built, Otf2Error> {
         let location = self.locations[rank as usize];
         let bytes = file_size(&archive_file(&self.anchor, Some(location), "evt")).unwrap_or(0);
-        let expected = (bytes / FILE_BYTES_PER_EVENT) as usize;
+        // The timeline reserves room for this many events: the usual size of an event, not
+        // the smallest the memory check assumes.
+        let expected = (bytes / TYPICAL_FILE_BYTES_PER_EVENT) as usize;
         let mut events = self.events(rank)?;
         let built = timeline::build(rank, &mut events, expected, &self.definitions);
         // A damaged file explains whatever the timeline made of it.

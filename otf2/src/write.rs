@@ -34,6 +34,12 @@ use std::path::{Path, PathBuf};
 /// `DIR/traces/`, as Score-P names them.
 pub const ARCHIVE_NAME: &str = "traces";
 
+/// The archive's chunk size, for events and definitions: OTF2's smallest. libotf2 clears a
+/// whole chunk for every location it opens (events and local definitions), so at 1,024 ranks
+/// its defaults (1 and 4 MiB) cost seconds of clearing memory; a rank's events fill chunks of
+/// this size as well.
+const CHUNK_BYTES: u64 = 256 * 1024;
+
 /// What the export of one rank wrote: OTF2 events and the first and last time.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RankWritten {
@@ -63,8 +69,8 @@ unsafe extern "C" fn pre_flush(
     _caller: *mut std::ffi::c_void,
     _final: bool,
 ) -> ffi::OTF2_FlushType {
-    // A full chunk goes to its file: the export holds one chunk per open location, never a
-    // whole trace.
+    // A full chunk goes to its file: the export holds one chunk per open location (256 KiB),
+    // never a whole trace.
     ffi::OTF2_FLUSH as ffi::OTF2_FlushType
 }
 
@@ -112,8 +118,8 @@ impl<'a> ArchiveWriter<'a> {
                 c_dir.as_ptr(),
                 c_name.as_ptr(),
                 ffi::OTF2_FILEMODE_WRITE as ffi::OTF2_FileMode,
-                1 << 20,
-                4 << 20,
+                CHUNK_BYTES,
+                CHUNK_BYTES,
                 ffi::OTF2_SUBSTRATE_POSIX as ffi::OTF2_FileSubstrate,
                 ffi::OTF2_COMPRESSION_NONE as ffi::OTF2_Compression,
             )
