@@ -1409,6 +1409,24 @@ pub fn mpistat_binary() -> PathBuf {
     library().with_file_name("mpistat")
 }
 
+/// A real traced job (`delays.c` on `ranks` ranks: a delayed send chain, then barriers after
+/// uneven work; `MPISTAT_TRACE=1`, its trace in `home`): what its record says of the trace.
+pub fn traced_delays_job(mpi: Mpi, ranks: u32, home: &TempDir) -> mpistat_record::model::TraceInfo {
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program_for("delays.c", mpi), ranks)
+        .mpi(mpi)
+        .env("HOME", home.path().display().to_string())
+        .env("MPISTAT_TRACE", "1")
+        .arg("20")
+        .arg("4")
+        .arg("2")
+        .arg("3")
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let record = syslogd.single_record();
+    record.trace.expect("the record says the job was traced")
+}
+
 /// The analysis as an MPI program for `mpi` (`mpistat-analyze`, `mpistat-analyze-mpich`); the
 /// tests never build it (`cargo build --release -p mpistat-analyze-mpi -p
 /// mpistat-analyze-mpi-mpich`).

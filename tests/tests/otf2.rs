@@ -68,18 +68,7 @@ for_each_mpi! {
     fn a_real_traced_job_exported_read_back_and_written_in_parallel(mpi) {
         let _serial = serial();
         let home = TempDir::new("otf2-home");
-        let syslogd = Syslogd::start();
-        let outcome = Job::new(program_for("delays.c", mpi), 6)
-            .mpi(mpi)
-            .env("HOME", home.path().display().to_string())
-            .env("MPISTAT_TRACE", "1")
-            .arg("20")
-            .arg("4")
-            .arg("2")
-            .arg("3")
-            .profiled(&syslogd.site_config());
-        outcome.assert_success();
-        let info = syslogd.single_record().trace.expect("the record says the job was traced");
+        let info = traced_delays_job(mpi, 6, &home);
         let trace = Path::new(&info.dir);
         let out = TempDir::new("otf2-out");
         let archive = out.path().join("one");

@@ -257,19 +257,7 @@ for_each_mpi! {
     fn real_traced_job_of_16_ranks(mpi) {
         let _serial = serial();
         let home = TempDir::new("parallel-home");
-        let syslogd = Syslogd::start();
-        let outcome = Job::new(program_for("delays.c", mpi), 16)
-            .mpi(mpi)
-            .env("HOME", home.path().display().to_string())
-            .env("MPISTAT_TRACE", "1")
-            .arg("20")
-            .arg("4")
-            .arg("2")
-            .arg("3")
-            .profiled(&syslogd.site_config());
-        outcome.assert_success();
-        let record = syslogd.single_record();
-        let info = record.trace.expect("the record says the job was traced");
+        let info = traced_delays_job(mpi, 16, &home);
         assert_eq!(info.ranks_written, 16);
         let (wait_states, report) = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
         assert_properties("real", &report, false);
