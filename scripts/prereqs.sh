@@ -24,11 +24,15 @@
 # and disabled), valgrind (bench/instructions.sh counts a wrapper's instructions with callgrind),
 # postfix (the mail tests deliver through the host's real Postfix by sendmail and SMTP; installed
 # "Local only", left stopped and disabled: the tests start it and stop it).
+# logrotate and environment-modules (what the packages of scripts/package.sh depend on and the
+# package test, tests/tests/package.rs, runs: `logrotate -f` with the installed rule, and
+# `module load mpistat` with the installed modulefile; adduser and dpkg are in every Debian).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
     curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind postfix
+    logrotate environment-modules
     # OTF2 (crate mpistat-otf2): libotf2 and its headers to build against, otf2-print and
     # Python's otf2 for the tests that read and write archives with the reference tools.
     libopen-trace-format2-dev otf2-tools python3-otf2
@@ -144,6 +148,20 @@ mpistat_quiet_services() {
     done
 }
 
+# The workspace's rust-version (Cargo.toml), e.g. 1.80.
+mpistat_rust_version() {
+    sed -n 's/^rust-version = "\(.*\)"$/\1/p' "$(dirname "${BASH_SOURCE[0]}")/../Cargo.toml" | head -n 1
+}
+
+# Whether the cargo on PATH is at least the workspace's rust-version.
+mpistat_cargo_new_enough() {
+    local have want
+    have=$(cargo --version 2>/dev/null | awk '{print $2}') || return 1
+    [[ -n $have ]] || return 1
+    want=$(mpistat_rust_version)
+    [[ $(printf '%s\n%s\n' "$want" "${have%%-*}" | sort -V | head -n 1) == "$want" ]]
+}
+
 mpistat_prereqs() {
     if ! command -v dpkg-query >/dev/null 2>&1; then
         mpistat_note "not a Debian system: install Open MPI, MPICH beside it, gfortran, rsyslog, clang/libclang and a Rust toolchain yourself"
@@ -157,14 +175,22 @@ mpistat_prereqs() {
         export PATH="$PATH:/usr/sbin"
     fi
 
-    # cargo: PATH, then rustup's default place, then Debian's packages as a last resort.
+    # cargo: PATH, then rustup's default place, then Debian's packages. Debian 12's own cargo and
+    # rustc (1.63) cannot read the workspace's lock file; bookworm-security has a newer toolchain
+    # as rustc-web and cargo-web (1.96, installing /usr/bin/rustc and /usr/bin/cargo; they replace
+    # Debian's cargo and rustc), with clippy as rust-web-clippy (no rustfmt of that version).
     if ! command -v cargo >/dev/null 2>&1 && [[ -x ${HOME:-/root}/.cargo/bin/cargo ]]; then
         export PATH="${HOME:-/root}/.cargo/bin:$PATH"
     fi
-    if ! command -v cargo >/dev/null 2>&1; then
-        mpistat_note "no cargo found; installing Debian's cargo and rustc"
-        mpistat_note "WARNING: Debian 12's Rust (1.63) is older than this workspace's rust-version (1.80); the build may fail — install rustup's stable toolchain"
-        mpistat_apt_install cargo rustc || return 1
+    if ! mpistat_cargo_new_enough; then
+        mpistat_note "no cargo of at least Rust $(mpistat_rust_version) found; installing Debian's rustc-web and cargo-web"
+        if command -v dpkg-query >/dev/null 2>&1; then
+            mpistat_apt_install rustc-web cargo-web rust-web-clippy || return 1
+        fi
+        hash -r
+        if ! mpistat_cargo_new_enough; then
+            mpistat_note "WARNING: $(cargo --version 2>/dev/null || echo 'no cargo') is older than this workspace's rust-version ($(mpistat_rust_version)); install rustup's stable toolchain"
+        fi
     fi
 
     # rustfmt and clippy come with rustup's default profile; without network access to the

@@ -68,6 +68,9 @@ pub enum TraceFileError {
     },
     #[error("{dir}: no definitions file `{name}` (nor the profiler's local-NNNNNN.mpt files)")]
     NoDefinitions { dir: String, name: &'static str },
+    /// Not read: what it is, or what it says it holds, is not what a trace may be.
+    #[error("{path}: {why}")]
+    Refused { path: String, why: String },
 }
 
 /// Why a trace directory cannot be analysed: a file, or the trace in it.

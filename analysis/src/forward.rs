@@ -179,6 +179,11 @@ pub fn local_window_starts(
     // Dense per peer and per communicator (`NONE`: no synchronisation yet), and the
     // communicators used so far: a point looks at those, not at every communicator.
     const NONE: Ticks = Ticks::MAX;
+    // A rank without points (one without a trace file) needs no table of every peer: a world
+    // of many such ranks made this quadratic.
+    if timeline.points.is_empty() {
+        return Vec::new();
+    }
     let mut last_with_peer: Vec<Ticks> = vec![NONE; ranks];
     let mut last_on_comm: Vec<Ticks> = vec![NONE; members.len()];
     let mut used_comms: Vec<u32> = Vec::new();

@@ -10,9 +10,8 @@
 
 use crate::distributed::Blocks;
 use crate::error::MemoryError;
-use crate::model::Rank;
-use crate::source::{Estimate, TraceSource};
-use crate::tracefile::rank_file_sizes;
+use crate::source::TraceSource;
+use crate::tracefile::{survey, Survey};
 use std::fmt;
 use std::path::Path;
 
@@ -21,6 +20,16 @@ use std::path::Path;
 /// `bench/parallel_analysis.sh`: 106 in one process (all passes), 63 per process of
 /// `mpistat-analyze` (up to the forward replay); rounded up to cover all passes in both forms.
 pub const BYTES_PER_EVENT: u64 = 128;
+
+/// Resident bytes an analysis process holds per rank of its block, whether the rank has events
+/// or not (its timeline, replay and result entries, and the world's tables): 2.9 kB measured
+/// (`mpistat analyze` of two ranks' files in worlds of 100,000 and 400,000 ranks peaked at 316
+/// and 1,174 MB), rounded up. So a world size a trace only claims is paid for in the estimate.
+pub const BYTES_PER_RANK: u64 = 4096;
+
+/// Resident bytes per byte of definitions (every process decodes all of them, and holds the
+/// ranks' own while it unifies them): a decoded region or module is its strings and a little.
+pub const BYTES_PER_DEFINITION_BYTE: u64 = 4;
 
 /// Trace-file bytes per event the estimate assumes: events are about 4 bytes on disk (varints;
 /// an exit takes 2), so `file bytes / 3` over-counts them a little, never by much.
@@ -38,7 +47,7 @@ pub const NODE_SHARE: (u64, u64) = (3, 4);
 /// What the analysis of a trace needs, estimated from its files' sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Need {
-    /// The world size the rank files name (the highest rank + 1).
+    /// The world size: what the ranks' definitions say, or the highest rank a file names + 1.
     pub ranks: u32,
     /// Estimated events in all rank files.
     pub events: u64,
@@ -48,61 +57,63 @@ pub struct Need {
     pub per_process: u64,
 }
 
-/// The estimate for `processes` analysis processes of rank files of these sizes (rank, bytes).
-pub fn need(sizes: &[(Rank, u64)], processes: usize) -> Need {
-    need_of(&estimate_of_sizes(sizes), processes)
-}
-
-/// The estimate of an mpistat trace directory's rank files of these sizes (rank, bytes).
-fn estimate_of_sizes(sizes: &[(Rank, u64)]) -> Estimate {
-    Estimate {
-        events: (sizes.iter())
-            .map(|&(rank, bytes)| (rank, bytes / FILE_BYTES_PER_EVENT))
-            .collect(),
-        definition_bytes: 0,
-    }
-}
-
-/// The estimate for `processes` analysis processes of a trace of any format (see
-/// [`crate::source`]): its events by rank, plus its definitions on every process.
-pub fn need_of(estimate: &Estimate, processes: usize) -> Need {
+/// The estimate for `processes` analysis processes of a trace directory as `survey` found it.
+pub fn need(survey: &Survey, processes: usize) -> Need {
     let processes = processes.max(1);
-    let ranks = (estimate.events.iter())
+    let sizes = &survey.sizes;
+    let ranks = sizes
+        .iter()
         .map(|&(rank, _)| rank.saturating_add(1))
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(survey.world);
     let blocks = Blocks { ranks, processes };
-    let mut per_block = vec![0u64; processes];
-    for &(rank, events) in &estimate.events {
-        let block = &mut per_block[blocks.owner(rank)];
-        *block = block.saturating_add(events);
+    let events = |bytes: u64| bytes / FILE_BYTES_PER_EVENT;
+    let block = |process: usize, bytes: u64| {
+        let ranks = blocks.range(process).len() as u64;
+        events(bytes)
+            .saturating_mul(BYTES_PER_EVENT)
+            .saturating_add(ranks.saturating_mul(BYTES_PER_RANK))
+    };
+    // The largest block: of the blocks with files (sizes are by rank, so a block's files are
+    // consecutive), and the first (among the largest in ranks) as if it had none.
+    let mut largest = block(0, 0);
+    let mut files = sizes.iter().peekable();
+    while let Some(&(rank, bytes)) = files.next() {
+        let owner = blocks.owner(rank);
+        let mut sum = bytes;
+        while let Some(&&(next, more)) = files.peek() {
+            if blocks.owner(next) != owner {
+                break;
+            }
+            sum = sum.saturating_add(more);
+            files.next();
+        }
+        largest = largest.max(block(owner, sum));
     }
-    let largest = per_block.iter().copied().max().unwrap_or(0);
+    let definitions = survey
+        .definition_bytes
+        .saturating_mul(BYTES_PER_DEFINITION_BYTE);
     Need {
         ranks,
-        events: (estimate.events.iter()).fold(0u64, |sum, &(_, events)| sum.saturating_add(events)),
+        events: events(sizes.iter().map(|&(_, bytes)| bytes).sum()),
         processes,
         per_process: BASE_BYTES
-            .saturating_add(estimate.definition_bytes)
-            .saturating_add(largest.saturating_mul(BYTES_PER_EVENT)),
+            .saturating_add(definitions)
+            .saturating_add(largest),
     }
 }
 
 /// The fewest processes, at least `from`, whose largest block fits in `limit`; `None` when even
 /// one rank per process does not.
-pub fn processes_needed(sizes: &[(Rank, u64)], from: usize, limit: u64) -> Option<usize> {
-    processes_needed_of(&estimate_of_sizes(sizes), from, limit)
-}
-
-/// [`processes_needed`] of a trace of any format.
-pub fn processes_needed_of(estimate: &Estimate, from: usize, limit: u64) -> Option<usize> {
-    let fits = |n: usize| need_of(estimate, n).per_process <= limit;
-    let most = (need_of(estimate, 1).ranks as usize).max(from);
+pub fn processes_needed(survey: &Survey, from: usize, limit: u64) -> Option<usize> {
+    let fits = |n: usize| need(survey, n).per_process <= limit;
+    let most = (need(survey, 1).ranks as usize).max(from);
     if !fits(most) {
         return None;
     }
     // The largest block shrinks with more processes, nearly monotonically (block edges move):
-    // bisect, then step up to a count that fits.
+    // bisect, then step up (a little) to a count that fits.
     let (mut low, mut high) = (from, most);
     while low < high {
         let middle = low + (high - low) / 2;
@@ -112,7 +123,7 @@ pub fn processes_needed_of(estimate: &Estimate, from: usize, limit: u64) -> Opti
             low = middle + 1;
         }
     }
-    (low..=most).find(|&n| fits(n))
+    (low..=most).take(1024).find(|&n| fits(n)).or(Some(most))
 }
 
 /// A trace too big for the memory its analysis processes have.
@@ -176,35 +187,34 @@ impl fmt::Display for TooBig {
 /// (from its files' sizes, nothing is read). Every process of a distributed analysis comes to
 /// the same verdict from the same directory, without talking.
 pub fn check(dir: &Path, processes: usize, limit: u64) -> Result<Need, MemoryError> {
-    let sizes = rank_file_sizes(dir)?;
-    check_estimate(dir, &estimate_of_sizes(&sizes), processes, limit)
+    check_survey(dir, &survey(dir)?, processes, limit)
 }
 
-/// [`check`] for a trace of any format (see [`crate::source`]).
+/// [`check`] for a trace of any format (see [`crate::source`]): from its [`Survey`].
 pub fn check_source(
     source: &dyn TraceSource,
     processes: usize,
     limit: u64,
 ) -> Result<Need, MemoryError> {
-    let estimate = source.estimate().map_err(MemoryError::Source)?;
-    check_estimate(source.path(), &estimate, processes, limit)
+    let survey = source.survey().map_err(MemoryError::Source)?;
+    check_survey(source.path(), &survey, processes, limit)
 }
 
-fn check_estimate(
+fn check_survey(
     path: &Path,
-    estimate: &Estimate,
+    survey: &Survey,
     processes: usize,
     limit: u64,
 ) -> Result<Need, MemoryError> {
-    let need = need_of(estimate, processes);
-    if need.per_process <= limit {
-        return Ok(need);
+    let estimate = need(survey, processes);
+    if estimate.per_process <= limit {
+        return Ok(estimate);
     }
     Err(MemoryError::TooBig(TooBig {
         dir: path.display().to_string(),
-        need,
+        need: estimate,
         limit,
-        enough: processes_needed_of(estimate, processes + 1, limit),
+        enough: processes_needed(survey, processes + 1, limit),
     }))
 }
 
@@ -255,29 +265,69 @@ fn cgroup_memory_max() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Rank;
     use proptest::prelude::*;
 
     const MIB: u64 = 1 << 20;
 
+    /// A survey of rank files of these sizes (rank, bytes) without definitions.
+    fn files(sizes: Vec<(Rank, u64)>) -> Survey {
+        Survey {
+            sizes,
+            ..Survey::default()
+        }
+    }
+
     #[test]
     fn the_need_shrinks_with_the_processes() {
         // 64 ranks of 30 MiB files: ~10 M events each.
-        let sizes: Vec<(Rank, u64)> = (0..64).map(|r| (r, 30 * MIB)).collect();
-        let one = need(&sizes, 1);
+        let survey = files((0..64).map(|r| (r, 30 * MIB)).collect());
+        let one = need(&survey, 1);
         assert_eq!((one.ranks, one.events), (64, 64 * 10 * MIB));
         assert_eq!(
             one.per_process,
-            BASE_BYTES + 64 * 10 * MIB * BYTES_PER_EVENT
+            BASE_BYTES + 64 * (10 * MIB * BYTES_PER_EVENT + BYTES_PER_RANK)
         );
-        let four = need(&sizes, 4);
+        let four = need(&survey, 4);
         assert_eq!(
             four.per_process,
-            BASE_BYTES + 16 * 10 * MIB * BYTES_PER_EVENT
+            BASE_BYTES + 16 * (10 * MIB * BYTES_PER_EVENT + BYTES_PER_RANK)
         );
         // 1280 MiB a rank: a limit of two ranks a process means 32 processes.
-        let limit = BASE_BYTES + 2 * 10 * MIB * BYTES_PER_EVENT;
-        assert_eq!(processes_needed(&sizes, 2, limit), Some(32));
-        assert_eq!(processes_needed(&sizes, 2, BASE_BYTES), None);
+        let limit = BASE_BYTES + 2 * (10 * MIB * BYTES_PER_EVENT + BYTES_PER_RANK);
+        assert_eq!(processes_needed(&survey, 2, limit), Some(32));
+        assert_eq!(processes_needed(&survey, 2, BASE_BYTES), None);
+    }
+
+    #[test]
+    fn a_world_the_definitions_claim_counts_without_a_file_and_definitions_count_too() {
+        let claimed = Survey {
+            sizes: vec![(0, 3000), (1, 3000)],
+            world: 0xFFFF_FFF0,
+            definition_bytes: 100,
+        };
+        let one = need(&claimed, 1);
+        assert_eq!(one.ranks, 0xFFFF_FFF0);
+        assert_eq!(
+            one.per_process,
+            BASE_BYTES
+                + 100 * BYTES_PER_DEFINITION_BYTE
+                + 2000 * BYTES_PER_EVENT
+                + 0xFFFF_FFF0 * BYTES_PER_RANK
+        );
+        // Files named for far-apart ranks: each block is costed by its own files and ranks.
+        let far = files(vec![(0, 3 * MIB), (u32::MAX - 1, 3 * MIB)]);
+        let two = need(&far, 2);
+        assert_eq!(two.ranks, u32::MAX);
+        assert_eq!(
+            two.per_process,
+            BASE_BYTES + MIB * BYTES_PER_EVENT + u64::from(u32::MAX).div_ceil(2) * BYTES_PER_RANK
+        );
+        // Found quickly, without a vector of so many processes: the fewest that fit.
+        let enough = processes_needed(&claimed, 2, 8 << 30).unwrap();
+        assert!(need(&claimed, enough).per_process <= 8 << 30);
+        assert!(need(&claimed, enough - 1).per_process > 8 << 30);
+        assert!(processes_needed(&far, 2, 8 << 30).is_some());
     }
 
     #[test]
@@ -319,15 +369,19 @@ mod tests {
             sizes in proptest::collection::vec(0..64 * MIB, 1..200),
             limit in 0..4096 * MIB,
             from in 1usize..8,
+            world in 0u32..400,
         ) {
-            let sizes: Vec<(Rank, u64)> =
-                sizes.into_iter().enumerate().map(|(r, b)| (r as Rank, b)).collect();
-            match processes_needed(&sizes, from, limit) {
+            let survey = Survey {
+                world,
+                ..files(sizes.into_iter().enumerate().map(|(r, b)| (r as Rank, b)).collect())
+            };
+            let most = need(&survey, 1).ranks as usize;
+            match processes_needed(&survey, from, limit) {
                 Some(n) => {
                     prop_assert!(n >= from);
-                    prop_assert!(need(&sizes, n).per_process <= limit);
+                    prop_assert!(need(&survey, n).per_process <= limit);
                 }
-                None => prop_assert!(need(&sizes, sizes.len().max(from)).per_process > limit),
+                None => prop_assert!(need(&survey, most.max(from)).per_process > limit),
             }
         }
     }

@@ -9,27 +9,19 @@
 
 use crate::analysis::{read_timelines, Built};
 use crate::error::AnalyzeDirError;
-use crate::memory::FILE_BYTES_PER_EVENT;
 use crate::model::{Definitions, Rank};
-use crate::tracefile::{rank_file_sizes, DirContents};
+use crate::tracefile::{survey, DirContents, Survey};
 use std::path::{Path, PathBuf};
-
-/// What a trace will hold, estimated from its files' sizes alone (see [`crate::memory`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Estimate {
-    /// Per rank that has events, their estimated number (an over-estimate rather than under).
-    pub events: Vec<(Rank, u64)>,
-    /// Bytes the definitions take in memory on every process (besides the events).
-    pub definition_bytes: u64,
-}
 
 /// A trace the analysis can read: its definitions and, rank by rank, its events.
 pub trait TraceSource: Sync {
     /// The trace's path, for messages.
     fn path(&self) -> &Path;
 
-    /// Each rank's estimated events, from sizes alone.
-    fn estimate(&self) -> Result<Estimate, AnalyzeDirError>;
+    /// What the memory check estimates from, in the units of an mpistat trace directory's
+    /// (see [`crate::memory`]): each rank's events as bytes of mpistat's format
+    /// (`memory::FILE_BYTES_PER_EVENT` a event), the world size, the definitions' bytes.
+    fn survey(&self) -> Result<Survey, AnalyzeDirError>;
 
     /// The definitions, per world rank its timeline (`None` for ranks not `wanted`; an empty one
     /// for a wanted rank without events), and problems that did not stop the reading. Each
@@ -49,15 +41,8 @@ impl TraceSource for TraceDir {
         &self.0
     }
 
-    fn estimate(&self) -> Result<Estimate, AnalyzeDirError> {
-        let events = rank_file_sizes(&self.0)?
-            .into_iter()
-            .map(|(rank, bytes)| (rank, bytes / FILE_BYTES_PER_EVENT))
-            .collect();
-        Ok(Estimate {
-            events,
-            definition_bytes: 0,
-        })
+    fn survey(&self) -> Result<Survey, AnalyzeDirError> {
+        Ok(survey(&self.0)?)
     }
 
     fn read_timelines(

@@ -16,7 +16,11 @@
 //!   [`read_dir`] unifies them (`unify.rs`).
 //!
 //! Decoding never panics: a truncated or garbled file is a [`TraceFileError`] naming the file
-//! and the byte offset. [`RankEvents`] decodes a rank file event by event, so the analysis can
+//! and the byte offset. Nothing is allocated for what a file only claims: counts are checked
+//! against the bytes left, world sizes and ranks against what MPI can have and against each
+//! other, and a directory is read through [`TraceDir`] (`mpistat analyze` may run as root on a
+//! user's directory): no other user's symlink on the way, its files regular, not symlinks, its
+//! owner's, and read into memory reserved fallibly. [`RankEvents`] decodes a rank file event by event, so the analysis can
 //! build a timeline without the event list ([`read_dir_with`] hands each file to it, in parallel);
 //! [`read_dir`] gives the whole [`Trace`].
 
@@ -26,10 +30,16 @@ use crate::model::{
     MpiClass, Rank, Region, RegionRole, Ticks, Trace,
 };
 use crate::replay::parallel_map;
-use std::io::{self, Write};
-use std::path::Path;
+use mpistat_site::files::{self, FileError};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 
 pub const VERSION: u16 = 1;
+/// The most ranks an MPI job can have (ranks are C `int`s): a larger world size is garbage.
+pub const MAX_WORLD: u32 = i32::MAX as u32;
 pub const DEFINITIONS_FILE: &str = "definitions.mpt";
 const DEFINITIONS_MAGIC: &[u8; 8] = b"MPSTDEF\0";
 const RANK_MAGIC: &[u8; 8] = b"MPSTRNK\0";
@@ -476,11 +486,29 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A local definitions file's first fields, its rank and its world size (at most
+/// [`MAX_WORLD`]).
+fn local_header(r: &mut Reader) -> Result<(Rank, u32), TraceFileError> {
+    let rank = r.u32("rank")?;
+    let world_size = r.u32("world size")?;
+    if world_size > MAX_WORLD {
+        return Err(r.garbled(format!(
+            "world size {world_size}: MPI has at most {MAX_WORLD} ranks"
+        )));
+    }
+    Ok((rank, world_size))
+}
+
+/// The world size a local definitions file says (its header alone).
+pub fn world_size_of_local(bytes: &[u8], path: &str) -> Result<u32, TraceFileError> {
+    let mut r = Reader::new(bytes, path, LOCAL_MAGIC)?;
+    Ok(local_header(&mut r)?.1)
+}
+
 /// Decodes a local definitions file.
 pub fn decode_local(bytes: &[u8], path: &str) -> Result<LocalDefinitions, TraceFileError> {
     let mut r = Reader::new(bytes, path, LOCAL_MAGIC)?;
-    let rank = r.u32("rank")?;
-    let world_size = r.u32("world size")?;
+    let (rank, world_size) = local_header(&mut r)?;
     let ticks_per_second = r.varint("ticks per second")?;
     let (regions, communicators) = r.regions_and_communicators()?;
     let partition = if r.flag("partition flag")? {
@@ -744,19 +772,150 @@ pub fn write_dir(dir: &Path, trace: &Trace) -> Result<(), TraceFileError> {
     Ok(())
 }
 
+/// A trace directory opened for reading. `mpistat analyze` may run as root (an admin helping a
+/// user) on a directory its user controls, so:
+/// - the directory is reached through no symlink of another user ([`files::open_dir`]: only
+///   symlinks of root or the caller, in directories of root or the caller, are followed);
+/// - its files are opened relative to it, never through a symlink, without blocking, and read
+///   only if they are regular files owned by the directory's owner (or the caller): not a FIFO
+///   that would hang the reader, not a device, not another user's file hard-linked in;
+/// - a file is read into memory reserved fallibly, at most the size it had when opened.
+pub struct TraceDir {
+    dir: OwnedFd,
+    path: PathBuf,
+    owner: u32,
+}
+
+impl TraceDir {
+    pub fn open(path: &Path) -> Result<TraceDir, TraceFileError> {
+        let shown = path.display().to_string();
+        let dir = files::open_dir(path).map_err(|e| match e {
+            FileError::Io(source) => TraceFileError::Io {
+                path: shown.clone(),
+                source,
+            },
+            other => TraceFileError::Refused {
+                path: shown.clone(),
+                why: other.to_string(),
+            },
+        })?;
+        let owner = files::stat_fd(dir.as_raw_fd())
+            .map_err(|source| TraceFileError::Io {
+                path: shown.clone(),
+                source,
+            })?
+            .st_uid;
+        Ok(TraceDir {
+            dir,
+            path: path.to_path_buf(),
+            owner,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory's owner: the trace's user.
+    pub fn owner(&self) -> u32 {
+        self.owner
+    }
+
+    /// The path of `name` in the directory, for messages.
+    fn shown(&self, name: &str) -> String {
+        self.path.join(name).display().to_string()
+    }
+
+    /// The names in the directory, sorted.
+    pub fn names(&self) -> Result<Vec<String>, TraceFileError> {
+        let mut names: Vec<String> = files::names_in(&self.dir)
+            .map_err(|source| TraceFileError::Io {
+                path: self.path.display().to_string(),
+                source,
+            })?
+            .into_iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// `name` opened for reading, if it may be read; with its size.
+    fn open_file(&self, name: &str) -> Result<(File, u64), TraceFileError> {
+        let refused = |why: String| TraceFileError::Refused {
+            path: self.shown(name),
+            why,
+        };
+        let file = files::open_in(&self.dir, OsStr::new(name)).map_err(|source| {
+            if source.raw_os_error() == Some(libc::ELOOP) {
+                refused("a symlink: the files of a trace are read only where they are".into())
+            } else {
+                TraceFileError::Io {
+                    path: self.shown(name),
+                    source,
+                }
+            }
+        })?;
+        let st = files::stat_fd(file.as_raw_fd()).map_err(|source| TraceFileError::Io {
+            path: self.shown(name),
+            source,
+        })?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(refused(format!(
+                "not a regular file ({})",
+                files::kind_of(st.st_mode)
+            )));
+        }
+        // SAFETY: geteuid cannot fail.
+        if st.st_uid != self.owner && st.st_uid != unsafe { libc::geteuid() } {
+            return Err(refused(format!(
+                "owned by uid {}, the directory by uid {}",
+                st.st_uid, self.owner
+            )));
+        }
+        Ok((file, st.st_size.max(0) as u64))
+    }
+
+    /// The size of the file `name` (checked as for reading it).
+    pub fn size(&self, name: &str) -> Result<u64, TraceFileError> {
+        Ok(self.open_file(name)?.1)
+    }
+
+    /// The first `most` bytes of the file `name` (all of it if shorter).
+    pub fn read_head(&self, name: &str, most: u64) -> Result<Vec<u8>, TraceFileError> {
+        let (file, size) = self.open_file(name)?;
+        let want = size.min(most);
+        let mut bytes = Vec::new();
+        if bytes.try_reserve_exact(want as usize).is_err() {
+            return Err(TraceFileError::Refused {
+                path: self.shown(name),
+                why: format!("its {size} bytes do not fit in memory"),
+            });
+        }
+        file.take(want)
+            .read_to_end(&mut bytes)
+            .map_err(|source| TraceFileError::Io {
+                path: self.shown(name),
+                source,
+            })?;
+        Ok(bytes)
+    }
+
+    /// The file `name`, whole (as long as it was when opened).
+    pub fn read(&self, name: &str) -> Result<Vec<u8>, TraceFileError> {
+        self.read_head(name, u64::MAX)
+    }
+}
+
 /// The loaded objects the profiler recorded in a directory's local definitions (for turning call
 /// sites into source lines); empty for other traces. Unreadable files are skipped.
-pub fn modules_of_dir(dir: &Path) -> Vec<Module> {
+pub fn modules_of_dir(trace: &TraceDir) -> Vec<Module> {
     let mut modules: Vec<Module> = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return modules;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("local-") && name.ends_with(".mpt")) {
+    for name in trace.names().unwrap_or_default() {
+        if !is_local_file_name(&name) {
             continue;
         }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
+        let Ok(bytes) = trace.read(&name) else {
             continue;
         };
         if let Ok(local) = decode_local(&bytes, &name) {
@@ -806,7 +965,7 @@ where
     read_dir_ranks_with(dir, |_| true, read)
 }
 
-/// The rank a file named by [`rank_file_name`] holds.
+/// The rank a file named by [`rank_file_name`] holds (`rank-N.mpt`).
 fn rank_of_file_name(name: &str) -> Option<Rank> {
     name.strip_prefix("rank-")?
         .strip_suffix(".mpt")?
@@ -814,30 +973,52 @@ fn rank_of_file_name(name: &str) -> Option<Rank> {
         .ok()
 }
 
-/// The size in bytes of every rank file of a trace directory (by the rank its name gives), read
-/// from the directory alone: what [`crate::memory`] estimates an analysis's memory from, before
-/// anything is read.
-pub fn rank_file_sizes(dir: &Path) -> Result<Vec<(Rank, u64)>, TraceFileError> {
-    let io = |source| TraceFileError::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    let mut sizes = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let entry = entry.map_err(io)?;
-        let Some(rank) = rank_of_file_name(&entry.file_name().to_string_lossy()) else {
-            continue;
-        };
-        sizes.push((rank, entry.metadata().map_err(io)?.len()));
+/// Whether `name` is a local definitions file's (`local-N.mpt`).
+fn is_local_file_name(name: &str) -> bool {
+    name.starts_with("local-") && name.ends_with(".mpt")
+}
+
+/// Bytes of a local definitions file that hold its header (magic, version, rank, world size).
+const LOCAL_HEADER_BYTES: u64 = 10 + 2 * 10;
+
+/// What the estimate of an analysis's memory ([`crate::memory`]) needs of a trace directory,
+/// found without reading any events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// The size in bytes of every rank file (by the rank its name gives), by rank.
+    pub sizes: Vec<(Rank, u64)>,
+    /// The world size the ranks' local definitions say (their largest), 0 without them.
+    pub world: u32,
+    /// The bytes of definitions (`definitions.mpt` and the local definitions), which every
+    /// analysis process reads whole.
+    pub definition_bytes: u64,
+}
+
+/// The [`Survey`] of the trace directory `dir`.
+pub fn survey(dir: &Path) -> Result<Survey, TraceFileError> {
+    let trace = TraceDir::open(dir)?;
+    let mut survey = Survey::default();
+    for name in trace.names()? {
+        if let Some(rank) = rank_of_file_name(&name) {
+            survey.sizes.push((rank, trace.size(&name)?));
+        } else if is_local_file_name(&name) {
+            survey.definition_bytes += trace.size(&name)?;
+            let head = trace.read_head(&name, LOCAL_HEADER_BYTES)?;
+            let world = world_size_of_local(&head, &trace.shown(&name))?;
+            survey.world = survey.world.max(world);
+        } else if name == DEFINITIONS_FILE {
+            survey.definition_bytes += trace.size(&name)?;
+        }
     }
-    sizes.sort_unstable();
-    Ok(sizes)
+    survey.sizes.sort_unstable();
+    Ok(survey)
 }
 
 /// [`read_dir_with`] for the `wanted` ranks only (one process of a distributed analysis): the
 /// other ranks' event files are not read (a file not named by [`rank_file_name`] is, and dropped
 /// when its rank is not wanted), and only wanted ranks are reported missing. The definitions are
-/// read whole.
+/// read whole. A rank file's header must name the rank its file name does, and every rank's
+/// local definitions the same world size.
 pub fn read_dir_ranks_with<T, E>(
     dir: &Path,
     wanted: impl Fn(Rank) -> bool + Sync,
@@ -847,39 +1028,48 @@ where
     T: Send,
     E: From<TraceFileError> + Send,
 {
-    let io = |path: &Path| {
-        let path = path.display().to_string();
-        move |source| TraceFileError::Io { path, source }
-    };
-    let mut names: Vec<_> = std::fs::read_dir(dir)
-        .map_err(io(dir))?
-        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(io(dir))?;
-    names.sort();
+    let trace = TraceDir::open(dir)?;
+    let mut names = trace.names()?;
     let mut problems = Vec::new();
     let mut locals: Vec<LocalDefinitions> = Vec::new();
     let mut global: Option<Definitions> = None;
     names.retain(|name| {
-        if name == DEFINITIONS_FILE || (name.starts_with("local-") && name.ends_with(".mpt")) {
-            return true;
-        }
-        let trace_file = name.starts_with("rank-") && name.ends_with(".mpt");
-        if !trace_file {
+        let keep = name == DEFINITIONS_FILE
+            || is_local_file_name(name)
+            || rank_of_file_name(name).is_some();
+        if !keep {
             problems.push(format!("{name}: not a trace file; ignored"));
         }
-        trace_file
+        keep
     });
+    // Every rank a file names, wanted or not, has its place in the result.
+    let named_ranks = names
+        .iter()
+        .filter_map(|name| rank_of_file_name(name))
+        .max()
+        .map_or(0, |rank| u64::from(rank) + 1);
     names.retain(|name| rank_of_file_name(name).is_none_or(&wanted));
     let mut rank_files = Vec::new();
     for name in names {
-        let path = dir.join(&name);
         if name == DEFINITIONS_FILE {
-            let bytes = std::fs::read(&path).map_err(io(&path))?;
-            global = Some(decode_definitions(&bytes, &path.display().to_string())?);
-        } else if name.starts_with("local-") {
-            let bytes = std::fs::read(&path).map_err(io(&path))?;
-            locals.push(decode_local(&bytes, &path.display().to_string())?);
+            let bytes = trace.read(&name)?;
+            global = Some(decode_definitions(&bytes, &trace.shown(&name))?);
+        } else if is_local_file_name(&name) {
+            let bytes = trace.read(&name)?;
+            let local = decode_local(&bytes, &trace.shown(&name))?;
+            if let Some(first) = locals.first() {
+                if local.world_size != first.world_size {
+                    return Err(TraceFileError::Refused {
+                        path: trace.shown(&name),
+                        why: format!(
+                            "world size {}, where rank {}'s definitions say {}",
+                            local.world_size, first.rank, first.world_size
+                        ),
+                    }
+                    .into());
+                }
+            }
+            locals.push(local);
         } else {
             rank_files.push(name);
         }
@@ -894,7 +1084,15 @@ where
             (defs, None)
         }
         None if !locals.is_empty() => {
-            let (defs, mappings) = crate::unify::unify(&locals, &mut problems);
+            let (defs, mappings) = crate::unify::unify(&locals, &mut problems).map_err(|_| {
+                TraceFileError::Refused {
+                    path: dir.display().to_string(),
+                    why: format!(
+                        "{} ranks, as its definitions say, do not fit in memory",
+                        locals[0].world_size
+                    ),
+                }
+            })?;
             (defs, Some(mappings))
         }
         None => {
@@ -905,11 +1103,33 @@ where
             .into())
         }
     };
+    let world = definitions
+        .communicators
+        .first()
+        .map_or(0, |c| c.members.len() as u64)
+        .max(named_ranks);
+    let mut ranks: Vec<Option<T>> = Vec::new();
+    if ranks.try_reserve_exact(world as usize).is_err() {
+        return Err(TraceFileError::Refused {
+            path: dir.display().to_string(),
+            why: format!("{world} ranks do not fit in memory"),
+        }
+        .into());
+    }
+    ranks.resize_with(world as usize, || None);
     let files = parallel_map(rank_files.len(), |i| -> Result<(Rank, Option<T>), E> {
-        let path = dir.join(&rank_files[i]);
-        let bytes = std::fs::read(&path).map_err(io(&path))?;
-        let path = path.display().to_string();
+        let name = &rank_files[i];
+        let bytes = trace.read(name)?;
+        let path = trace.shown(name);
         let (rank, events) = RankEvents::new(&bytes, &path)?;
+        if Some(rank) != rank_of_file_name(name) {
+            return Err(TraceFileError::Garbled {
+                path,
+                offset: 10,
+                what: format!("the header says rank {rank}, the file's name another"),
+            }
+            .into());
+        }
         if !wanted(rank) {
             return Ok((rank, None));
         }
@@ -925,7 +1145,6 @@ where
         events.finish()?;
         Ok((rank, Some(made?)))
     });
-    let mut ranks: Vec<Option<T>> = Vec::new();
     for (name, file) in rank_files.iter().zip(files) {
         let (rank, made) = file?;
         let Some(made) = made else {
@@ -937,32 +1156,33 @@ where
             ));
             continue;
         };
-        let slot = rank as usize;
-        if ranks.len() <= slot {
-            ranks.resize_with(slot + 1, || None);
-        }
-        if ranks[slot].is_some() {
+        // Every rank file names a rank below `world` (its name and header agree).
+        let Some(slot) = ranks.get_mut(rank as usize) else {
+            continue;
+        };
+        if slot.is_some() {
             problems.push(format!("{name}: a second file for rank {rank}; ignored"));
             continue;
         }
-        ranks[slot] = Some(made);
+        *slot = Some(made);
     }
-    let world = definitions
-        .communicators
-        .first()
-        .map_or(0, |c| c.members.len());
-    if ranks.len() < world {
-        ranks.resize_with(world, || None);
-    }
-    let missing: Vec<usize> = ranks
+    // Named one by one up to a hundred (a world may be large and nearly all missing).
+    const NAMED: usize = 100;
+    let mut missing = ranks
         .iter()
         .enumerate()
         .filter(|&(rank, r)| r.is_none() && wanted(rank as Rank))
-        .map(|(i, _)| i)
-        .collect();
-    if !missing.is_empty() {
+        .map(|(i, _)| i);
+    let named: Vec<usize> = missing.by_ref().take(NAMED).collect();
+    let more = missing.count();
+    if more > 0 {
         problems.push(format!(
-            "no trace for ranks {missing:?}; they are analysed as empty"
+            "no trace for {} ranks ({named:?} and {more} more); they are analysed as empty",
+            NAMED + more
+        ));
+    } else if !named.is_empty() {
+        problems.push(format!(
+            "no trace for ranks {named:?}; they are analysed as empty"
         ));
     }
     Ok((definitions, ranks, problems))

@@ -12,7 +12,7 @@ use crate::model::{
     Cartesian, ClockSample, Communicator, Definitions, Event, EventKind, LocalDefinitions, Rank,
     Region, Ticks,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, TryReserveError};
 
 /// An id that no definition has: the analysis reports it as unknown.
 const UNKNOWN: u32 = u32::MAX;
@@ -39,20 +39,28 @@ impl RankMapping {
 
 /// Builds the global definitions from `locals`, and per world rank the mapping of its events
 /// (`None` for a rank without local definitions). Problems (duplicate or stray definitions,
-/// where recording stopped) go to `problems`.
+/// where recording stopped) go to `problems`. Fails only when the world size the definitions
+/// say does not fit in memory.
 pub fn unify(
     locals: &[LocalDefinitions],
     problems: &mut Vec<String>,
-) -> (Definitions, Vec<Option<RankMapping>>) {
-    let world_size = locals.iter().map(|l| l.world_size).max().unwrap_or(0);
+) -> Result<(Definitions, Vec<Option<RankMapping>>), TryReserveError> {
+    let world_size = locals.iter().map(|l| l.world_size).max().unwrap_or(0) as usize;
+    // The world size is what a file says: reserved fallibly, before anything per rank.
+    let mut world = Vec::new();
+    world.try_reserve_exact(world_size)?;
+    world.extend(0..world_size as Rank);
+    let mut by_rank: Vec<Option<&LocalDefinitions>> = Vec::new();
+    by_rank.try_reserve_exact(world_size)?;
+    by_rank.resize(world_size, None);
     let mut regions: Vec<Region> = Vec::new();
     let mut region_ids: HashMap<Region, u32> = HashMap::new();
-    let mut communicators = vec![Communicator {
-        members: (0..world_size).collect(),
-    }];
     let mut comm_ids: HashMap<(Vec<Rank>, u32), u32> = HashMap::new();
-    comm_ids.insert((communicators[0].members.clone(), 0), 0);
-    let mut by_rank: Vec<Option<&LocalDefinitions>> = vec![None; world_size as usize];
+    let mut world_key = Vec::new();
+    world_key.try_reserve_exact(world_size)?;
+    world_key.extend_from_slice(&world);
+    comm_ids.insert((world_key, 0), 0);
+    let mut communicators = vec![Communicator { members: world }];
     for local in locals {
         match by_rank.get_mut(local.rank as usize) {
             Some(slot @ None) => *slot = Some(local),
@@ -128,7 +136,7 @@ pub fn unify(
             }),
         cartesian: cartesian(&by_rank),
     };
-    (definitions, mappings)
+    Ok((definitions, mappings))
 }
 
 /// The Cartesian topology when every rank has coordinates in the same grid.
@@ -227,7 +235,7 @@ mod tests {
             ),
         ];
         let mut problems = Vec::new();
-        let (defs, mappings) = unify(&locals, &mut problems);
+        let (defs, mappings) = unify(&locals, &mut problems).unwrap();
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(defs.regions.len(), 2);
         assert_eq!(defs.communicators.len(), 3);

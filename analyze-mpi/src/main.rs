@@ -23,7 +23,6 @@ use mpistat_analysis::distributed::{forward_on, gather_wait_states, Exchange};
 use mpistat_analysis::distributed_replay::analyze;
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::memory;
-use mpistat_analysis::tracefile::modules_of_dir;
 use mpistat_digest::analyze::{html, json, summary, symbolize, text};
 use mpistat_digest::perfetto::write_file_distributed;
 use mpistat_digest::send::{job_key_of, send_outcome};
@@ -153,7 +152,7 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
     };
     if world.process() == 0 {
         // Call sites as source lines, as `mpistat analyze` shows them.
-        symbolize(&mut local.definitions, &modules_of_dir(dir));
+        symbolize(&mut local.definitions, dir);
     }
     if !args.send {
         for problem in &problems {

@@ -13,12 +13,17 @@ use crate::html::escape;
 use mpistat_analysis::analysis::{run_passes_on, summarise, CallpathSummary};
 use mpistat_analysis::distributed::wait_states_of;
 use mpistat_analysis::memory;
-use mpistat_analysis::model::{Definitions, Module};
+use mpistat_analysis::model::Definitions;
 use mpistat_analysis::patterns::Pattern;
-use mpistat_analysis::tracefile::modules_of_dir;
+use mpistat_analysis::tracefile::{modules_of_dir, TraceDir};
 use mpistat_analysis::Analysis;
+use mpistat_site::files;
 use std::fmt::Write as _;
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 /// Checks the trace's estimated memory need against the limit (`--memory-limit`, else the site's;
 /// see [`memory`]), reads it, analyses it, writes the report to `out` and problems to `err`.
@@ -40,7 +45,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
     let source = crate::trace_input::open(&args.trace_dir)?;
     memory::check_source(source.as_ref(), 1, memory::limit(setting, 1))?;
     let (mut passes, problems) = run_passes_on(source.as_ref(), &mut |_| {})?;
-    symbolize(&mut passes.definitions, &modules_of_dir(&args.trace_dir));
+    symbolize(&mut passes.definitions, &args.trace_dir);
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
     }
@@ -72,16 +77,16 @@ pub fn json(analysis: &Analysis) -> serde_json::Result<String> {
     serde_json::to_string_pretty(analysis).map(|json| json + "\n")
 }
 
-/// Whether the object at `path` is the build the trace ran (GNU build-id, by binutils'
-/// `readelf`); an object without a recorded build-id is taken as it is.
-fn same_build(path: &std::path::Path, build_id: &str) -> bool {
+/// Whether the object (read through `path`) is the build the trace ran (GNU build-id, by
+/// binutils' `readelf`); an object without a recorded build-id is taken as it is.
+fn same_build(path: &Path, build_id: &str) -> bool {
     if build_id.is_empty() {
         return true;
     }
-    let Ok(output) = std::process::Command::new("readelf")
+    let Ok(output) = Command::new("readelf")
         .arg("-n")
         .arg(path)
-        .stderr(std::process::Stdio::null())
+        .stderr(Stdio::null())
         .output()
     else {
         return false;
@@ -92,13 +97,35 @@ fn same_build(path: &std::path::Path, build_id: &str) -> bool {
         .any(|id| id.trim() == build_id)
 }
 
+/// The object at `path` (a trace names it), opened for binutils if it may be read for a trace
+/// of uid `owner`: a regular file reached through no other user's symlink
+/// ([`mpistat_site::files`]), and, unless the caller is the trace's owner (root looking into a
+/// user's trace), one the owner could read too (theirs, or readable by all), so that a trace
+/// cannot make root read out another user's or root's own files. binutils read it through the
+/// descriptor (`/proc/self/fd/N`, inherited): what was checked is what they read.
+fn object_for(path: &Path, owner: u32) -> Option<File> {
+    let file = files::open(path, libc::O_RDONLY, 0).ok()?;
+    let st = files::stat_fd(file.as_raw_fd()).ok()?;
+    // SAFETY: geteuid cannot fail.
+    let caller = unsafe { libc::geteuid() };
+    let for_owner = caller == owner || st.st_uid == owner || st.st_mode & 0o004 != 0;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || !for_owner {
+        return None;
+    }
+    // SAFETY: clears close-on-exec of our own descriptor, for the children to come.
+    (unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFD, 0) } == 0).then_some(file)
+}
+
 /// Turns call sites `object+0xOFFSET` (as the profiler writes them) into `file.c:LINE` with
-/// binutils' `addr2line`, for objects that are still where the trace says and still the same
-/// build. Sites it cannot resolve (no debug information, object gone or rebuilt, no binutils)
-/// stay as they are.
-pub fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
-    for module in modules {
-        let path = std::path::Path::new(&module.path);
+/// binutils' `addr2line`, for the objects the trace in `trace_dir` recorded that are still where
+/// it says, still the same build, and readable for its owner ([`object_for`]). Sites it cannot
+/// resolve (no debug information, object gone or rebuilt, no binutils) stay as they are.
+pub fn symbolize(definitions: &mut Definitions, trace_dir: &Path) {
+    let Ok(trace) = TraceDir::open(trace_dir) else {
+        return;
+    };
+    for module in modules_of_dir(&trace) {
+        let path = Path::new(&module.path);
         let Some(file) = path.file_name().map(|f| f.to_string_lossy().into_owned()) else {
             continue;
         };
@@ -112,20 +139,27 @@ pub fn symbolize(definitions: &mut Definitions, modules: &[Module]) {
                 Some((i, u64::from_str_radix(hex, 16).ok()?))
             })
             .collect();
-        if offsets.is_empty() || !path.is_file() || !same_build(path, &module.build_id) {
+        if offsets.is_empty() {
+            continue;
+        }
+        let Some(object) = object_for(path, trace.owner()) else {
+            continue;
+        };
+        let through = PathBuf::from(format!("/proc/self/fd/{}", object.as_raw_fd()));
+        if !same_build(&through, &module.build_id) {
             continue;
         }
         // A return address: the call instruction ends there, so look up the byte before.
-        let output = std::process::Command::new("addr2line")
+        let output = Command::new("addr2line")
             .arg("-s")
             .arg("-e")
-            .arg(path)
+            .arg(&through)
             .args(
                 offsets
                     .iter()
                     .map(|(_, o)| format!("{:#x}", o.saturating_sub(1))),
             )
-            .stderr(std::process::Stdio::null())
+            .stderr(Stdio::null())
             .output();
         let Ok(output) = output else { return };
         let text = String::from_utf8_lossy(&output.stdout);

@@ -39,7 +39,7 @@ use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
 use anyhow::Context;
 use flate2::read::DeflateDecoder;
-use mpistat_record::model::IndexImbalance;
+use mpistat_record::model::{stored_key, IndexImbalance};
 use mpistat_record::wire::DecodedJob;
 use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord, Problem};
 use rusqlite::types::Value;
@@ -344,6 +344,29 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE partial_inbox_held_ms RENAME TO partial_inbox;
     CREATE INDEX partial_inbox_held ON partial_inbox (state, uid, end_ms);
 ",
+    "
+    -- A job's key is the key of its syslog lines and its uid, `<wire key>-<uid>`
+    -- (mpistat_record::model::stored_key): the wire key is a hash of what the sender claims (job
+    -- id, host, pid, start), which another user could copy, taking or sharing the job's key, its
+    -- page and its analysis. Rows, analyses, critical jobs and held partial records are keyed
+    -- anew (the analyses and critical jobs by their job's row, found by end and key); the
+    -- rollups, which name jobs by key inside their JSON, are made again from the jobs by the
+    -- first command that opens the database (`stale`). `origin` is where a job's lines came
+    -- from: the host rsyslog named, after ` via ` the relay that delivered them (NULL: stored
+    -- before, or no host in the line).
+    ALTER TABLE jobs ADD COLUMN origin TEXT;
+    UPDATE analyses SET key = key || '-' || (SELECT jobs.uid FROM jobs
+            WHERE jobs.end_ms = analyses.end_ms AND jobs.key = analyses.key)
+        WHERE EXISTS (SELECT 1 FROM jobs
+            WHERE jobs.end_ms = analyses.end_ms AND jobs.key = analyses.key);
+    UPDATE critical_jobs SET key = key || '-' || (SELECT jobs.uid FROM jobs
+            WHERE jobs.end_ms = critical_jobs.end_ms AND jobs.key = critical_jobs.key)
+        WHERE EXISTS (SELECT 1 FROM jobs
+            WHERE jobs.end_ms = critical_jobs.end_ms AND jobs.key = critical_jobs.key);
+    UPDATE partial_inbox SET key = key || '-' || uid;
+    UPDATE jobs SET key = key || '-' || uid;
+    INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+",
 ];
 
 /// Page size of a new database (an existing one keeps its own).
@@ -439,8 +462,11 @@ pub enum MailStatus {
 }
 
 impl Database {
-    /// Open (creating if needed) the database at `path` and bring its schema up to date.
+    /// Open (creating if needed) the database at `path` and bring its schema up to date. It and
+    /// its `-wal` and `-shm` are made (or, when an older mpistat left them open, kept) mode 0600.
     pub fn open(path: &Path) -> anyhow::Result<Database> {
+        // The service's alone, whatever the umask (every user's jobs are in it).
+        crate::private::owner_only_database(path)?;
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open database {}", path.display()))?;
         // First, so that even switching to WAL waits for another process's transaction.
@@ -836,7 +862,10 @@ impl Database {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The job of `received` as filed (the last stored, should there be several), no record
+    /// The job of `received` as filed (the last stored, should there be several): the job of
+    /// the analysis' (attested) uid whose lines had the key its trace directory named
+    /// ([`stored_key`]); only when that uid has none, another uid's job of that wire key (which
+    /// the caller rejects: not the sender's). No record
     /// read, looked for only among the rows stored since it was last looked for (no index
     /// leads to a key, see [`Database::job`]: this reads those rows). When there is none, the
     /// rows up to the last one now are marked as looked at.
@@ -850,10 +879,16 @@ impl Database {
             .conn
             .query_row(
                 &format!(
-                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2 AND key = ?3
-                     ORDER BY jobs.id DESC LIMIT 1"
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2
+                         AND key >= ?3 || '-' AND key < ?3 || '.'
+                     ORDER BY key = ?4 DESC, jobs.id DESC LIMIT 1"
                 ),
-                params![received.looked_to, last, received.analysis.job_key],
+                params![
+                    received.looked_to,
+                    last,
+                    received.analysis.job_key,
+                    stored_key(&received.analysis.job_key, received.analysis.uid)
+                ],
                 FiledJob::from_row,
             )
             .optional()?;
@@ -1185,7 +1220,12 @@ pub struct QueuedJob {
 /// deflated JSON it came in.
 #[derive(Debug, Clone)]
 pub struct JobRow {
+    /// [`JobIndex::key`]: its wire key and uid.
     pub key: String,
+    /// Where its lines came from (`jobs.origin`), if they named it.
+    pub origin: Option<String>,
+    /// The file it was read from (for a rejected entry).
+    pub source: std::sync::Arc<str>,
     pub index: JobIndex,
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
@@ -1201,9 +1241,11 @@ pub struct JobRow {
 
 impl JobRow {
     /// A job known by its index alone: its record is not usable (`problem` says why).
-    pub fn unusable(key: String, job: IndexedJob, problem: Problem) -> JobRow {
+    pub fn unusable(job: IndexedJob, problem: Problem) -> JobRow {
         JobRow {
-            key,
+            key: job.index.key(),
+            origin: None,
+            source: "".into(),
             index: job.index,
             deflated: job.deflated,
             look: false,
@@ -1213,23 +1255,71 @@ impl JobRow {
     }
 
     /// A job whose record was read (and is the one its index says), counted in `rollups`.
-    pub fn decoded(key: String, job: DecodedJob, rollups: &mut Rollups) -> JobRow {
+    pub fn decoded(job: DecodedJob, rollups: &mut Rollups) -> JobRow {
         rollups.add(&job.record);
+        let index = JobIndex::of(&job.record);
         JobRow {
-            key,
-            index: JobIndex::of(&job.record),
+            key: index.key(),
+            origin: None,
+            source: "".into(),
+            index,
             deflated: job.deflated,
             look: false,
             counted: true,
             unusable: None,
         }
     }
+
+    /// The key of its syslog lines ([`JobIndex::wire_key`]), which rejected entries name.
+    pub fn wire_key(&self) -> String {
+        self.index.wire_key()
+    }
+
+    /// The rejected entry of this job when another record of it (same key and end) is stored
+    /// already and is not this one (`stored`: that record, deflated, and where it came from),
+    /// from `source`; none when it is this one (a line read again, a record sent twice).
+    pub fn collision(&self, stored: (Vec<u8>, Option<String>)) -> Option<Rejected> {
+        let (record, origin) = stored;
+        // Rows stored before schema 13 do not say where they came from.
+        if record == self.deflated && (origin.is_none() || origin == self.origin) {
+            return None;
+        }
+        let index = &self.index;
+        let from = |origin: &Option<String>| origin.clone().unwrap_or_else(|| "-".into());
+        Some(Rejected {
+            kind: "collision",
+            reference: format!("{}/end {}", self.key, index.end_unix_ms),
+            source: self.source.to_string(),
+            detail: format!(
+                "job {} of uid {} ({}), from {}: uid {} sent another record of this job (same \
+                 job id, host, pid, start and end), from {}, stored before; this one differs",
+                index.job_id,
+                index.uid,
+                index.user,
+                from(&self.origin),
+                index.uid,
+                from(&origin)
+            ),
+            line: None,
+        })
+    }
+}
+
+/// What [`IngestBatch::insert_job`] did.
+#[derive(Debug)]
+pub enum Inserted {
+    New,
+    /// The same record was stored before (a line read again, a record sent twice).
+    Again,
+    /// Another record of the same key and end was stored before: this one is rejected so.
+    Collision(Rejected),
 }
 
 /// Statements of one ingest transaction, prepared once.
 pub struct IngestBatch<'conn> {
     conn: &'conn Connection,
     insert_job: rusqlite::Statement<'conn>,
+    stored_job: rusqlite::Statement<'conn>,
     clear_incomplete: rusqlite::Statement<'conn>,
     insert_rejected: rusqlite::Statement<'conn>,
     queue: rusqlite::Statement<'conn>,
@@ -1243,16 +1333,15 @@ impl<'conn> IngestBatch<'conn> {
             insert_job: tx.prepare(
                 "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
                      wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
-                     wall_ns_max, critical_path_ns, work_sum_ns, traced, app)
+                     wall_ns_max, critical_path_ns, work_sum_ns, traced, app, origin)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                     ?17, ?18, ?19, ?20)",
+                     ?17, ?18, ?19, ?20, ?21)",
             )?,
+            stored_job: tx
+                .prepare("SELECT record, origin FROM jobs WHERE end_ms = ?1 AND key = ?2")?,
             clear_incomplete: tx
                 .prepare("DELETE FROM rejected WHERE kind = 'incomplete' AND ref = ?1")?,
-            insert_rejected: tx.prepare(
-                "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?,
+            insert_rejected: tx.prepare(INSERT_REJECTED)?,
             queue: tx.prepare(
                 "INSERT OR IGNORE INTO escalation_queue (id, uid, app, traced)
                  VALUES (?1, ?2, ?3, ?4)",
@@ -1274,8 +1363,24 @@ impl<'conn> IngestBatch<'conn> {
 
     /// Store a job (once: a job already there is left alone) with its index and deflated
     /// record, queued for the escalation rules if it is new and [`JobRow::look`]. Returns
-    /// whether it was new.
-    pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
+    /// whether it was new, and if not, whether the stored one is another record
+    /// ([`JobRow::collision`]: then it is to be rejected).
+    pub fn insert_job(&mut self, job: &JobRow) -> anyhow::Result<Inserted> {
+        if self.insert_new_job(job)? {
+            return Ok(Inserted::New);
+        }
+        let stored = self
+            .stored_job
+            .query_row(params![job.index.end_unix_ms, job.key], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+        Ok(match job.collision(stored) {
+            Some(rejected) => Inserted::Collision(rejected),
+            None => Inserted::Again,
+        })
+    }
+
+    fn insert_new_job(&mut self, job: &JobRow) -> anyhow::Result<bool> {
         let index = &job.index;
         let imbalance = index.imbalance.as_ref();
         let inserted = self.insert_job.execute(params![
@@ -1299,6 +1404,7 @@ impl<'conn> IngestBatch<'conn> {
             imbalance.map(|i| i.work_sum_ns),
             index.traced,
             (!index.app.is_empty()).then_some(&index.app),
+            job.origin,
         ])?;
         if inserted == 1 && job.look {
             self.queue.execute(params![
@@ -1332,15 +1438,32 @@ impl<'conn> IngestBatch<'conn> {
     }
 
     pub fn insert_rejected(&mut self, rejected: &Rejected) -> anyhow::Result<()> {
-        self.insert_rejected.execute(params![
-            rejected.kind,
-            rejected.reference,
-            rejected.source,
-            rejected.detail,
-            rejected.line
-        ])?;
-        Ok(())
+        insert_rejected_with(&mut self.insert_rejected, rejected)
     }
+}
+
+/// The statement of [`insert_rejected`].
+const INSERT_REJECTED: &str = "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+     VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// Add `rejected` to the rejected entries in `tx` (once: the same kind and reference again is
+/// ignored).
+pub fn insert_rejected(tx: &rusqlite::Transaction<'_>, rejected: &Rejected) -> anyhow::Result<()> {
+    insert_rejected_with(&mut *tx.prepare_cached(INSERT_REJECTED)?, rejected)
+}
+
+fn insert_rejected_with(
+    statement: &mut rusqlite::Statement<'_>,
+    rejected: &Rejected,
+) -> anyhow::Result<()> {
+    statement.execute(params![
+        rejected.kind,
+        rejected.reference,
+        rejected.source,
+        rejected.detail,
+        rejected.line
+    ])?;
+    Ok(())
 }
 
 /// Create or update the position row of a file; returns its id.

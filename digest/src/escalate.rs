@@ -238,16 +238,7 @@ fn uid_of(user: &str) -> anyhow::Result<u32> {
 
 /// `mpistat escalate list|add|remove`.
 pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let path = args
-        .config
-        .clone()
-        .unwrap_or_else(SiteConfig::path_from_env);
-    let (config, problems) = SiteConfig::load(&path);
-    if path.exists() || args.config.is_some() {
-        for p in problems {
-            eprintln!("mpistat: {p}");
-        }
-    }
+    let config = crate::site::config(args.config.as_deref())?;
     let rule = &config.escalation;
     let mut entries = read_list(&rule.list, &mut std::io::stderr())?;
     match &args.action {

@@ -5,9 +5,11 @@
 //! load_balance, comm_efficiency, parallel_efficiency, merge_factor}` and `routines.<name>.sync_s`;
 //! counters: `counters.<event>.{app,mpi}` and `routines.<name>.counters.<event>`. Where the job
 //! ran (version 3 records): `host_list`, `ranks_per_node.{min,max}`, `node_bytes.{on_node,off_node}`
-//! and `routines.<name>.node_bytes.{on_node,off_node}`.
+//! and `routines.<name>.node_bytes.{on_node,off_node}`. Slurm's facts (`slurm.*`: every field of
+//! the record's, and `job_step`, `cpus_allocated`, `time_limit_reached`, ...) and the trace
+//! (`trace.*`). Every value `mpistat show` prints is here (a test walks the text view for them).
 
-use mpistat_record::model::{NodeBytes, RanksPerNode};
+use mpistat_record::model::{NodeBytes, RanksPerNode, SlurmFacts, Stat, TraceInfo};
 use mpistat_record::units::{secs, utc};
 use mpistat_record::JobRecord;
 use serde::Serialize;
@@ -34,15 +36,20 @@ pub struct JobJson<'a> {
     pub ranks_per_node: Option<RanksPerNode>,
     /// The routines' bytes on and off node, summed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_bytes: Option<NodeBytes>,
+    pub node_bytes: Option<NodeBytesJson>,
     pub start_utc: String,
     pub end_utc: String,
     /// The slowest rank's wall time.
     pub wall_s: f64,
+    /// The fastest rank's wall time.
+    pub wall_min_s: f64,
     /// MPI time summed over ranks.
     pub mpi_s: f64,
     /// `mpi_s` over wall time summed over ranks, in percent.
     pub mpi_percent: f64,
+    /// The most MPI time of a rank, and which rank that was.
+    pub mpi_max_s: f64,
+    pub mpi_max_rank: u32,
     pub binding: &'static str,
     pub thread_level: &'a str,
     pub mpi_library: &'a str,
@@ -51,6 +58,8 @@ pub struct JobJson<'a> {
     pub user_pmpi_tool: bool,
     /// Profiler overhead summed over ranks.
     pub overhead_s: f64,
+    /// `overhead_s` over wall time summed over ranks, in percent.
+    pub overhead_percent: f64,
     pub partial: bool,
     pub partial_reason: Option<&'a str>,
     pub env: &'a BTreeMap<String, String>,
@@ -64,6 +73,111 @@ pub struct JobJson<'a> {
     /// `counters.<event>.{app,mpi}`: events outside and inside MPI, summed over ranks.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<&'a str, CounterJson>,
+    /// The Slurm job and step (absent outside Slurm).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJson<'a>>,
+    /// The job's trace (absent when it was not traced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceJson<'a>>,
+}
+
+/// Bytes that stayed on a node and that crossed nodes.
+#[derive(Serialize)]
+pub struct NodeBytesJson {
+    pub on_node: u64,
+    pub off_node: u64,
+    pub total: u64,
+    /// `on_node` of `total`, in percent (absent when nothing was sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_node_percent: Option<f64>,
+}
+
+impl From<NodeBytes> for NodeBytesJson {
+    fn from(b: NodeBytes) -> Self {
+        NodeBytesJson {
+            on_node: b.on_node,
+            off_node: b.off_node,
+            total: b.on_node.saturating_add(b.off_node),
+            on_node_percent: b.on_node_share().map(|share| 100.0 * share),
+        }
+    }
+}
+
+/// `slurm.*`: the record's Slurm facts as they are, and what follows from them.
+#[derive(Serialize)]
+pub struct SlurmJson<'a> {
+    #[serde(flatten)]
+    pub facts: &'a SlurmFacts,
+    /// How `sacct` names the job: `<array job>_<task>` or the job id, `.<step>` for a step.
+    pub job_step: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus_allocated: Option<u64>,
+    /// Ranks over the CPUs allocated, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus_used_percent: Option<f64>,
+    /// Whether the job ended at (or past) its time limit, and how many seconds before it (or,
+    /// when reached, after it) it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_reached: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_limit_margin_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_wait_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submit_utc: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_utc: Option<String>,
+}
+
+impl<'a> SlurmJson<'a> {
+    fn new(facts: &'a SlurmFacts, r: &JobRecord) -> Self {
+        let cpus_allocated = facts.cpus_allocated().filter(|&cpus| cpus > 0);
+        let deadline = facts
+            .start_unix_s
+            .zip(facts.time_limit_s)
+            .map(|(start, limit)| start.saturating_add(limit));
+        let end_s = r.end_unix_ms / 1000;
+        let reached = facts.reached_time_limit(r.end_unix_ms);
+        SlurmJson {
+            facts,
+            job_step: facts.job_step(),
+            cpus_allocated,
+            cpus_used_percent: cpus_allocated.map(|cpus| 100.0 * f64::from(r.ranks) / cpus as f64),
+            time_limit_reached: deadline.map(|_| reached),
+            time_limit_margin_s: deadline.map(|deadline| deadline.abs_diff(end_s)),
+            queue_wait_s: facts.queue_wait_s(),
+            submit_utc: facts.submit_unix_s.map(|s| utc(s.saturating_mul(1000))),
+            start_utc: facts.start_unix_s.map(|s| utc(s.saturating_mul(1000))),
+        }
+    }
+}
+
+/// `trace.*`: where the job's trace is and what it holds.
+#[derive(Serialize)]
+pub struct TraceJson<'a> {
+    pub dir: &'a str,
+    /// Who asked for it: `user`, `site` or `escalation`.
+    pub reason: &'a str,
+    pub events: u64,
+    pub ranks_written: u32,
+    /// Where and why recording stopped before the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<&'a str>,
+    /// Time the tracing added, summed over ranks.
+    pub overhead_s: f64,
+}
+
+impl<'a> From<&'a TraceInfo> for TraceJson<'a> {
+    fn from(t: &'a TraceInfo) -> Self {
+        TraceJson {
+            dir: &t.dir,
+            reason: &t.reason,
+            events: t.events,
+            ranks_written: t.ranks_written,
+            stopped: t.stopped.as_deref(),
+            overhead_s: secs(t.overhead_ns),
+        }
+    }
 }
 
 /// One counter event.
@@ -127,6 +241,11 @@ pub struct ImbalanceJson {
     /// MPMD: the part of critical_path_s due to imbalance between partitions.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inter_partition_s: Option<f64>,
+    /// Per-superstep imbalance (max - avg over ranks), summed over groups of `series_factor`
+    /// supersteps.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series_s: Vec<f64>,
+    pub series_factor: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partitions: Vec<PartitionJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -173,6 +292,8 @@ impl ImbalanceJson {
             merge_factor: i.merge_factor,
             lower_bound: i.merge_factor > 1,
             inter_partition_s: (!i.partitions.is_empty()).then(|| secs(i.inter_partition_ns)),
+            series_s: i.series_ns.iter().copied().map(secs).collect(),
+            series_factor: i.series_factor.max(1),
             partitions: i
                 .partitions
                 .iter()
@@ -200,7 +321,15 @@ pub struct RoutineJson<'a> {
     pub class: &'a str,
     pub calls: u64,
     pub time_s: f64,
+    /// `time_s` of the job's MPI time, in percent.
+    pub percent_of_mpi: f64,
+    /// Time per rank: average, least, most, and the rank with the most.
+    pub time_avg_s: f64,
+    pub time_min_s: f64,
+    pub time_max_s: f64,
+    pub time_max_rank: u32,
     pub bytes: u64,
+    pub bytes_per_call: f64,
     pub count: u64,
     /// Message-size histogram: entry 0 counts empty messages, entry b ≥ 1 messages of
     /// 2^(b-1) ..= 2^b - 1 bytes.
@@ -209,11 +338,14 @@ pub struct RoutineJson<'a> {
     /// Global synchronising collectives: estimated waiting time summed over ranks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_s: Option<f64>,
+    /// `sync_s` of the routine's time, in percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_percent: Option<f64>,
     /// Counter events inside this routine, by event name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: &'a BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_bytes: Option<NodeBytes>,
+    pub node_bytes: Option<NodeBytesJson>,
 }
 
 impl<'a> JobJson<'a> {
@@ -233,12 +365,15 @@ impl<'a> JobJson<'a> {
             nodes: r.nodes,
             host_list: &r.host_list,
             ranks_per_node: r.ranks_per_node,
-            node_bytes: r.node_bytes(),
+            node_bytes: r.node_bytes().map(NodeBytesJson::from),
             start_utc: utc(r.start_unix_ms),
             end_utc: utc(r.end_unix_ms),
             wall_s: r.wall_s(),
+            wall_min_s: secs(r.wall_ns.min),
             mpi_s: secs(r.mpi_ns.sum),
             mpi_percent: 100.0 * r.mpi_fraction(),
+            mpi_max_s: secs(r.mpi_ns.max),
+            mpi_max_rank: r.mpi_ns.max_rank,
             binding: r.binding.as_str(),
             thread_level: &r.thread_level,
             mpi_library: &r.mpi_library,
@@ -246,6 +381,7 @@ impl<'a> JobJson<'a> {
                 .map(|f| f.name()),
             user_pmpi_tool: r.user_pmpi_tool,
             overhead_s: secs(r.overhead_ns.sum),
+            overhead_percent: percent_of(secs(r.overhead_ns.sum), secs(r.wall_ns.sum)),
             partial: r.partial.is_some(),
             partial_reason: r.partial.as_deref(),
             env: &r.env,
@@ -257,12 +393,21 @@ impl<'a> JobJson<'a> {
                         class: &s.class,
                         calls: s.calls.sum,
                         time_s: secs(s.time_ns.sum),
+                        percent_of_mpi: percent_of(secs(s.time_ns.sum), secs(r.mpi_ns.sum)),
+                        time_avg_s: s.time_ns.avg(r.ranks.max(1)) * 1e-9,
+                        time_min_s: secs(s.time_ns.min),
+                        time_max_s: secs(s.time_ns.max),
+                        time_max_rank: s.time_ns.max_rank,
                         bytes: s.bytes.sum,
+                        bytes_per_call: per_call(&s.bytes, &s.calls),
                         count: s.count.sum,
                         hist: &s.hist,
                         sync_s: s.sync_ns.map(secs),
+                        sync_percent: s.sync_ns.map(|sync| {
+                            percent_of(secs(sync.min(s.time_ns.sum)), secs(s.time_ns.sum))
+                        }),
                         counters: &s.counters,
-                        node_bytes: s.node_bytes,
+                        node_bytes: s.node_bytes.map(NodeBytesJson::from),
                     };
                     (s.name.as_str(), routine)
                 })
@@ -270,7 +415,18 @@ impl<'a> JobJson<'a> {
             imbalance: ImbalanceJson::new(r),
             counters_mode: r.counters.as_ref().map(|c| c.mode.as_str()),
             counters: counters_json(r),
+            slurm: r.slurm.as_ref().map(|facts| SlurmJson::new(facts, r)),
+            trace: r.trace.as_ref().map(TraceJson::from),
         }
+    }
+}
+
+/// `total` per call (0 without calls).
+fn per_call(total: &Stat, calls: &Stat) -> f64 {
+    if calls.sum == 0 {
+        0.0
+    } else {
+        total.sum as f64 / calls.sum as f64
     }
 }
 

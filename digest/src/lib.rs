@@ -22,6 +22,7 @@ pub mod mail;
 pub mod perfetto;
 pub mod plot;
 pub mod pool;
+pub mod private;
 pub mod rollup;
 pub mod send;
 pub mod serve;

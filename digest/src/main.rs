@@ -2,11 +2,29 @@
 
 use clap::Parser;
 use mpistat_digest::cli::{Cli, Command};
+use mpistat_digest::site::ConfigError;
 use std::process::ExitCode;
 
-fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
-    match cli.command {
+/// sysexits.h's `EX_CONFIG`: a site-side command refused its configuration (a unit can stop
+/// restarting on it with `RestartPreventExitStatus=78`).
+const EX_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    match run(Cli::parse().command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("mpistat: {e:#}");
+            if e.downcast_ref::<ConfigError>().is_some() {
+                ExitCode::from(EX_CONFIG)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
         Command::Show(args) => {
             let stdin = std::io::stdin().lock();
             let outcome = mpistat_digest::show::run(

@@ -6,7 +6,6 @@
 use crate::analyze::symbolize;
 use mpistat_analysis::distributed::Exchange;
 use mpistat_analysis::source::{TraceDir, TraceSource};
-use mpistat_analysis::tracefile::modules_of_dir;
 use mpistat_otf2::{export_dir, export_dir_distributed, find_anchor, Exported, Otf2Archive};
 use std::path::Path;
 
@@ -29,8 +28,7 @@ pub fn export(dir: &Path, out: &Path, exchange: Option<&dyn Exchange>) -> anyhow
             dir.display()
         );
     }
-    let modules = modules_of_dir(dir);
-    let mut prepare = |definitions: &mut _| symbolize(definitions, &modules);
+    let mut prepare = |definitions: &mut _| symbolize(definitions, dir);
     Ok(match exchange {
         None => export_dir(dir, out, &mut prepare)?,
         Some(exchange) => export_dir_distributed(dir, out, &mut prepare, exchange)?,

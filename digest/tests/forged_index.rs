@@ -160,7 +160,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
     assert!(
         report.contains(&format!(
             "  corrupt     {key}  {log}: job 1011 filed for uid 1002 (bob): job {key}: the index disagrees with the record (index vs record: uid: 1002 vs 0; user: \"bob\" vs \"root\")",
-            key = bobs.key(),
+            key = bobs.wire_key(),
             log = log.display()
         )),
         "{report}"
@@ -168,7 +168,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
     assert!(
         report.contains(&format!(
             "  corrupt     {key}  {log}: job 1012 filed for uid 1003 (carol): job {key}: the index disagrees with the record (index vs record: uid: 1003 vs 0; user: \"carol\" vs \"root\")",
-            key = carols.key(),
+            key = carols.wire_key(),
             log = log.display()
         )),
         "{report}"
@@ -199,7 +199,7 @@ fn the_job_page_of_a_forgery_is_not_served() {
         .into_iter()
         .map(|(kind, reference, ..)| (kind, reference))
         .collect();
-    assert_eq!(kinds, [("corrupt".to_string(), bobs.key())]);
+    assert_eq!(kinds, [("corrupt".to_string(), bobs.wire_key())]);
 }
 
 /// A stored record that cannot be read at all is quarantined too; the digest goes on.

@@ -238,7 +238,7 @@ fn a_user_name_not_the_senders_is_forged() {
         rejected,
         [(
             "forged".to_string(),
-            format!("{}/user alice", impostor.key()),
+            format!("{}/user alice", impostor.wire_key()),
             log.display().to_string(),
             "job impostor: claims user alice but uid 1002 is bob".to_string(),
         )]
@@ -297,7 +297,7 @@ fn the_command_checks_names_against_this_hosts_accounts() {
     assert!(
         checked.contains(&format!(
             "forged      {}/user alice  {}: job impostor: claims user alice but uid 0 is root",
-            impostor.key(),
+            impostor.wire_key(),
             log.display()
         )),
         "{checked}"
@@ -522,8 +522,10 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
     let schema_4_jobs = "id, key, uid, user, job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, \
         mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, \
         work_sum_ns, traced";
+    // (Schema 13 made a job's key its wire key and uid: schema 4 had the wire key alone.)
+    let schema_4_jobs = schema_4_jobs.replace(" key,", " substr(key, 1, instr(key, '-') - 1),");
     for table in ["jobs", "rejected", "positions", "escalation_queue"] {
-        let columns = if table == "jobs" { schema_4_jobs } else { "*" };
+        let columns = if table == "jobs" { &schema_4_jobs } else { "*" };
         old.execute_batch(&format!(
             "INSERT INTO main.{table} SELECT {columns} FROM current.{table}"
         ))
@@ -542,7 +544,9 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
 
     let mut upgraded = Database::open(&old_path).unwrap();
     assert_eq!(dump(&upgraded), expected);
-    assert_eq!(ids(&upgraded.conn, job_ids), old_jobs);
+    // (Their keys got their uids, schema 13.)
+    let wire_keys = "SELECT id, substr(key, 1, instr(key, '-') - 1) FROM jobs ORDER BY id";
+    assert_eq!(ids(&upgraded.conn, wire_keys), old_jobs);
     // The queue's executable column became the application (the executable of these jobs).
     let queued = "SELECT id, app FROM escalation_queue ORDER BY id";
     assert_eq!(ids(&upgraded.conn, queued), old_queue);
@@ -569,6 +573,137 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         index.contains("UNIQUE INDEX jobs_by_end ON jobs (end_ms, key)"),
         "{index}"
     );
+}
+
+/// Schema 13 files a job under its wire key and uid: a database of schema 12 (jobs, an
+/// analysis, critical jobs and a held partial record under wire keys) is rekeyed on open, its
+/// jobs read back as filed (none quarantined) and found by their new keys, and its rollups
+/// are made again.
+#[test]
+fn a_schema_12_database_is_rekeyed_by_uid() {
+    use mpistat_digest::db::MIGRATIONS;
+    use mpistat_record::model::TraceInfo;
+    let dir = temp_dir("schema-12");
+    let log = dir.join("records.log");
+    let mut jobs = week_of_jobs(20);
+    jobs[3].trace = Some(TraceInfo {
+        dir: "/home/bob/.mpistat/traces/3".into(),
+        reason: "user".into(),
+        ..TraceInfo::default()
+    });
+    append_log(&log, &jobs);
+    let mut current = Database::open(&dir.join("current.sqlite")).unwrap();
+    ingest(&mut current, &options(&log));
+    let analysis = mpistat_record::AnalysisRecord {
+        version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
+        job_key: jobs[3].wire_key(),
+        uid: jobs[3].uid,
+        user: jobs[3].user.clone(),
+        host: "node1".into(),
+        dir: "/home/bob/.mpistat/traces/3".into(),
+        summary: Some("{}".into()),
+        error: None,
+        analysed_unix_ms: 1,
+    };
+    let analysis_log = dir.join("analysis.log");
+    std::fs::write(&analysis_log, analysis_lines(&analysis, jobs[3].uid)).unwrap();
+    ingest(&mut current, &options(&analysis_log));
+    let mut err = Vec::new();
+    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &current, &mut err).unwrap();
+    current
+        .conn
+        .execute_batch(
+            "INSERT INTO partial_inbox (end_ms, key, half, uid, look, record, state, held_ms)
+                 SELECT end_ms, key, 'abort', uid, 0, record, 'held', 0 FROM jobs WHERE id = 1",
+        )
+        .unwrap();
+    let expected = dump(&current);
+    let listed = |db: &Database, query: &str| -> Vec<String> {
+        let mut stmt = db.conn.prepare(query).unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let analyses = "SELECT key FROM analyses ORDER BY key";
+    let critical = "SELECT key FROM critical_jobs ORDER BY key";
+    let held = "SELECT key FROM partial_inbox ORDER BY key";
+    let (expected_analyses, expected_critical, expected_held) = (
+        listed(&current, analyses),
+        listed(&current, critical),
+        listed(&current, held),
+    );
+    assert_eq!(expected_analyses, [jobs[3].key()]);
+    assert!(!expected_critical.is_empty());
+    drop(current);
+    // The same rows in a database of schema 12, under their wire keys, as mpistat left it.
+    let old_path = dir.join("old.sqlite");
+    let old = rusqlite::Connection::open(&old_path).unwrap();
+    old.execute_batch(&MIGRATIONS[..12].concat()).unwrap();
+    old.pragma_update(None, "user_version", 12).unwrap();
+    old.execute(
+        "ATTACH ?1 AS current",
+        [dir.join("current.sqlite").to_str().unwrap()],
+    )
+    .unwrap();
+    let wire = "substr(key, 1, instr(key, '-') - 1)";
+    for (table, columns) in [
+        (
+            "jobs",
+            format!(
+                "id, {wire}, uid, user, job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, \
+                 mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max, \
+                 critical_path_ns, work_sum_ns, traced, app"
+            ),
+        ),
+        (
+            "analyses",
+            format!("{wire}, user, end_ms, job_id, app, dir, status, summary, error"),
+        ),
+        (
+            "critical_jobs",
+            format!("end_ms, {wire}, user, wall_ns, reasons"),
+        ),
+        (
+            "partial_inbox",
+            format!("end_ms, {wire}, half, uid, look, record, state, held_ms"),
+        ),
+        ("rejected", "*".into()),
+        ("positions", "*".into()),
+        ("escalation_queue", "*".into()),
+    ] {
+        old.execute_batch(&format!(
+            "INSERT INTO main.{table} SELECT {columns} FROM current.{table}"
+        ))
+        .unwrap();
+    }
+    let old_keys: Vec<String> = {
+        let mut stmt = old.prepare("SELECT key FROM jobs ORDER BY id").unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    assert!(old_keys.iter().all(|k| k.len() == 16), "{old_keys:?}");
+    drop(old);
+
+    let upgraded = Database::open(&old_path).unwrap();
+    assert_eq!(dump(&upgraded), expected);
+    assert_eq!(listed(&upgraded, analyses), expected_analyses);
+    assert_eq!(listed(&upgraded, critical), expected_critical);
+    assert_eq!(listed(&upgraded, held), expected_held);
+    let stale: i64 = upgraded
+        .conn
+        .query_row(
+            "SELECT count(*) FROM rollup_state WHERE name = 'stale'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stale, 1, "the rollups are made again");
+    for job in &jobs {
+        assert_eq!(upgraded.job(&job.key()).unwrap().as_ref(), Some(job));
+    }
+    assert!(upgraded.take_quarantined().is_empty());
+    assert!(upgraded.rejected().unwrap().is_empty());
+    let stored = upgraded.analyses_by_key().unwrap();
+    assert_eq!(stored[&jobs[3].key()].summary.as_deref(), Some("{}"));
 }
 
 /// The syslog lines of an analysis record attested as sent by `sender`.
@@ -614,15 +749,15 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     };
     let (alice, bob, carol) = (USERS[0], USERS[1], USERS[2]);
     let lines = [
-        analysis_lines(&analysis(jobs[0].key(), alice), alice.1),
+        analysis_lines(&analysis(jobs[0].wire_key(), alice), alice.1),
         // Bob claims alice's traced job as his, and analyses his own untraced job.
-        analysis_lines(&analysis(jobs[0].key(), bob), bob.1),
-        analysis_lines(&analysis(jobs[1].key(), bob), bob.1),
+        analysis_lines(&analysis(jobs[0].wire_key(), bob), bob.1),
+        analysis_lines(&analysis(jobs[1].wire_key(), bob), bob.1),
         // Bob sends an analysis claiming to be alice's.
         analysis_lines(&analysis("0123456789abcdef".into(), alice), bob.1),
         // Alice's analysis of a job never stored, carol's of one not stored yet.
         analysis_lines(&analysis("fedcba9876543210".into(), alice), alice.1),
-        analysis_lines(&analysis(jobs[2].key(), carol), carol.1),
+        analysis_lines(&analysis(jobs[2].wire_key(), carol), carol.1),
     ]
     .concat();
     std::fs::OpenOptions::new()

@@ -605,12 +605,14 @@ fn an_upgraded_database_gets_its_rollups() {
     let db = database(&dir, &records);
     let period = Period::month("2026-11").unwrap();
     let kept = every_page(&db, &period);
-    // Back to schema 7: no rollup tables, no indexes for the pages.
+    // Back to schema 7: no rollup tables, no indexes for the pages, jobs under their wire keys.
     db.conn
         .execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
-             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; PRAGMA user_version = 7;",
+             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; PRAGMA user_version = 7;
+             ALTER TABLE jobs DROP COLUMN origin;
+             UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
         )
         .unwrap();
     drop(db);
@@ -1594,7 +1596,8 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     // The held half copied into a database of the schema before (as an older mpistat left it).
     let old_dir = dir.join("old");
     std::fs::create_dir_all(&old_dir).unwrap();
-    let before = MIGRATIONS.len() - 1;
+    // (Schema 12 noted when halves were held; schema 13 keyed them by wire key and uid.)
+    let before = 11;
     let old = rusqlite::Connection::open(old_dir.join("db.sqlite")).unwrap();
     old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
     old.pragma_update(None, "user_version", before).unwrap();
@@ -1606,7 +1609,8 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     let copied = old
         .execute(
             "INSERT INTO main.partial_inbox (end_ms, key, half, uid, look, record, state)
-             SELECT end_ms, key, half, uid, look, record, state FROM current.partial_inbox",
+             SELECT end_ms, substr(key, 1, instr(key, '-') - 1), half, uid, look, record, state
+             FROM current.partial_inbox",
             [],
         )
         .unwrap();

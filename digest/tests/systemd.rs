@@ -31,7 +31,7 @@ fn units_pass_systemd_analyze_verify() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let text = text.replace("/usr/local/bin/mpistat", env!("CARGO_BIN_EXE_mpistat"));
+        let text = text.replace("/usr/bin/mpistat", env!("CARGO_BIN_EXE_mpistat"));
         std::fs::write(&copy, text).unwrap();
         paths.push(copy);
     }

@@ -18,7 +18,7 @@
 
 # Where the site installed mpistat (edit to suit), and the profiler's trace directory
 # (`[trace] directory`, {job_id} = JOBID.STEPID under Slurm).
-mpistat=/usr/local/bin/mpistat
+mpistat=/usr/bin/mpistat
 dir="$HOME/.mpistat/traces/${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-}"
 
 [ "${SLURM_PROCID:-}" = 0 ] || exit 0

@@ -8,6 +8,9 @@
 //! to the next definition after this library, which is what the process would have called
 //! without us: pass-through, nothing counted, nothing sent, nothing printed.
 //!
+//! A job whose environment opts out (`MPISTAT=off`, see `known::opted_out`) is passed through
+//! before anything else is looked at.
+//!
 //! The implementation is opened only from this library's own directory (never a search path the
 //! user controls), `RTLD_NOW | RTLD_LOCAL`, so its symbols never enter the global scope.
 
@@ -78,8 +81,13 @@ fn targets(implementation: Option<*mut c_void>) -> Vec<*mut c_void> {
         .collect()
 }
 
-/// The implementation for the process's MPI family, attached; `None` for pass-through.
+/// The implementation for the process's MPI family, attached; `None` for pass-through, also
+/// when the job opts out (`MPISTAT=off`, [`known::opted_out`]): checked first, so that such a
+/// job loads nothing and opens no file.
 fn implementation() -> Option<*mut c_void> {
+    if known::opted_out() {
+        return None;
+    }
     let mut present = KNOWN.iter().filter(|k| !k.find(k.marker).is_null());
     let family = present.next()?;
     if present.next().is_some() {

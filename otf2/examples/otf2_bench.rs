@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         [command, archive] if command == "read" => {
             let archive = Otf2Archive::open(Path::new(archive))?;
-            let ranks = archive.estimate()?.events.len() as u32;
+            let ranks = archive.survey()?.world;
             let mut events = 0;
             for rank in 0..ranks {
                 let mut reader = archive.events(rank)?;

@@ -20,13 +20,14 @@ use crate::names::{role_of, site_of, synchronous_send, UNDEFINED_U32};
 use crate::read::{read_global_definitions, LocationReader, RawDefinitions, Reader, Record};
 use mpistat_analysis::analysis::Built;
 use mpistat_analysis::error::AnalyzeDirError;
+use mpistat_analysis::memory;
 use mpistat_analysis::model::{
     Cartesian, CommId, Communicator, Definitions, Event, EventKind, Rank, Region, RegionId, Ticks,
 };
 use mpistat_analysis::replay::parallel_map;
-use mpistat_analysis::source::{Estimate, TraceSource};
+use mpistat_analysis::source::TraceSource;
 use mpistat_analysis::timeline;
-use mpistat_analysis::tracefile::DirContents;
+use mpistat_analysis::tracefile::{DirContents, Survey};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -194,17 +195,23 @@ impl TraceSource for Otf2Archive {
         &self.anchor
     }
 
-    fn estimate(&self) -> Result<Estimate, AnalyzeDirError> {
-        let events = (self.locations.iter().enumerate())
+    fn survey(&self) -> Result<Survey, AnalyzeDirError> {
+        // In an mpistat directory's units: an OTF2 event is counted as the bytes of an mpistat
+        // one, and the definitions as the bytes memory.rs counts.
+        let sizes = (self.locations.iter().enumerate())
             .map(|(rank, &location)| {
                 let file = archive_file(&self.anchor, Some(location), "evt");
-                let bytes = file_size(&file).unwrap_or(0);
-                (rank as Rank, bytes / FILE_BYTES_PER_EVENT)
+                let events = file_size(&file).unwrap_or(0) / FILE_BYTES_PER_EVENT;
+                (
+                    rank as Rank,
+                    events.saturating_mul(memory::FILE_BYTES_PER_EVENT),
+                )
             })
             .collect();
-        Ok(Estimate {
-            events,
-            definition_bytes: self.definition_bytes,
+        Ok(Survey {
+            sizes,
+            world: self.locations.len() as u32,
+            definition_bytes: self.definition_bytes / memory::BYTES_PER_DEFINITION_BYTE,
         })
     }
 

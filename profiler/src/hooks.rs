@@ -176,7 +176,7 @@ fn find_out() -> Prepared {
     let (config, problems) = SiteConfig::load(&path);
     // A site without a config file is normal; an explicitly named one that is missing is not.
     let silent_default = std::env::var_os("MPISTAT_CONFIG").is_none() && !path.exists();
-    let config_problems = if silent_default {
+    let mut config_problems = if silent_default {
         Vec::new()
     } else {
         problems.iter().map(|p| p.to_string()).collect()
@@ -202,7 +202,7 @@ fn find_out() -> Prepared {
             .flatten(),
         call_cost_ticks: calibrate_call_cost(),
         counters: (names, unavailable),
-        trace_wish: crate::trace::wish(&config),
+        trace_wish: crate::trace::wish(&config, &mut config_problems),
         config,
         config_problems,
     }
@@ -380,7 +380,7 @@ fn publish(
         .map(|trace| {
             let armed = crate::analyse::after_record(
                 &trace.dir,
-                &record.key(),
+                &record.wire_key(),
                 job.config.trace.analyze_at_exit,
                 &job.config.trace.analyze_command,
             );

@@ -67,17 +67,23 @@ pub struct Steps {
 }
 
 impl Steps {
-    /// A buffer of at most `bytes` bytes of slots (at least two slots).
+    /// A buffer of at most `bytes` bytes of slots (at least two slots). Allocated now, not at
+    /// the first collective: after `MPI_Init` the hot path should not run the allocator's code
+    /// (see footprint.rs). Untouched pages cost no memory. A size the allocator refuses (a
+    /// process with a small address-space limit) is halved until one is had, down to none
+    /// (then no superstep is kept): never an abort.
     pub fn new(bytes: usize) -> Steps {
-        let cap = (bytes / std::mem::size_of::<Slot>()).max(2) & !1;
+        let mut cap = (bytes / std::mem::size_of::<Slot>()).max(2) & !1;
+        let mut slots = Vec::new();
+        while slots.try_reserve_exact(cap).is_err() {
+            cap = if cap > 2 { (cap / 2).max(2) & !1 } else { 0 };
+        }
         Steps {
             cap,
             factor: 1,
             in_last: 0,
             raw: 0,
-            // Allocated now, not at the first collective: after `MPI_Init` the hot path should
-            // not run the allocator's code (see footprint.rs). Untouched pages cost no memory.
-            slots: Vec::with_capacity(cap),
+            slots,
         }
     }
 

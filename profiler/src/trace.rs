@@ -313,8 +313,10 @@ fn with_recorder_if<R>(
 const REASONS: [&str; 3] = ["user", "site", "escalation"];
 
 /// Why this rank would trace the job: `MPISTAT_TRACE=1` (the user), the site's `everyone`, or
-/// an entry of the escalation list for this user and application (index into [`REASONS`]).
-pub fn wish(config: &SiteConfig) -> Option<usize> {
+/// an entry of the escalation list for this user and application (index into [`REASONS`]). The
+/// list is read bounded, from a regular file only ([`escalation::load`]); why it could not be
+/// read (but for a missing list: none was written yet), or that it was cut, goes to `problems`.
+pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     // Worked out here, at MPI_Init, whatever decides: the record names the same application.
     let app = &crate::job::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
@@ -323,13 +325,24 @@ pub fn wish(config: &SiteConfig) -> Option<usize> {
     if config.trace.everyone {
         return Some(1);
     }
-    let text = std::fs::read_to_string(&config.escalation.list).ok()?;
+    let list = &config.escalation.list;
+    let text = match escalation::load(list) {
+        Ok((text, note)) => {
+            problems.extend(note);
+            text
+        }
+        Err(e) => {
+            if !e.is_missing() {
+                problems.push(format!("escalation list {}: {e}", list.display()));
+            }
+            return None;
+        }
+    };
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let now = crate::job::unix_ms_now() / 1000;
-    let (entries, _) = escalation::parse(&text);
-    entries
-        .iter()
+    text.lines()
+        .filter_map(|line| escalation::parse_line(line).flatten())
         .any(|e| e.applies(uid, app, now))
         .then_some(2)
 }
@@ -1314,7 +1327,8 @@ pub fn prepare(config: &TraceConfig) {
 impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     fn new(config: &TraceConfig) -> Recorder {
-        let capacity = config.budget_bytes / std::mem::size_of::<u64>();
+        let events = event_buffer(config.budget_bytes / std::mem::size_of::<u64>());
+        let capacity = events.capacity();
         // MPI_COMM_WORLD is this rank's communicator 0 (its members are set by `start`).
         let mut comms = FastMap::default();
         let last_comm = match mpi::comm_world() {
@@ -1347,7 +1361,7 @@ impl Recorder {
             skew_spec: std::env::var("MPISTAT_TRACE_TEST_SKEW").ok(),
             nodes: Box::new(Nodes::Unknown),
             state: State::Stopped,
-            events: RawEvents::with_capacity(event_buffer(capacity)),
+            events: RawEvents::with_capacity(events),
             capacity,
             limit: 0,
             regions: FastMap::default(),
@@ -1358,7 +1372,7 @@ impl Recorder {
             // The world's entry, with room for its members as the launcher counts them: the
             // end of `MPI_Init` fills it without allocating (footprint.rs).
             communicators: vec![Communicator {
-                members: Vec::with_capacity(launched_ranks()),
+                members: room_for_world(),
             }],
             pending: FastMap::default(),
             completing: std::ptr::null(),
@@ -1448,22 +1462,30 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     }
 }
 
-/// The ranks of the job as its launcher says before `MPI_Init` (Open MPI's
-/// `OMPI_COMM_WORLD_SIZE`, PMI's `PMI_SIZE`), 0 if it does not.
-fn launched_ranks() -> usize {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
+/// Room for the world's members: as many as the job's ranks as its launcher says before
+/// `MPI_Init` (Open MPI's `OMPI_COMM_WORLD_SIZE`, PMI's `PMI_SIZE`), none if it does not.
+fn room_for_world() -> Vec<u32> {
+    let ranks = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.parse().ok())
-        .unwrap_or(0)
+        .unwrap_or(0);
+    // The environment says it: only a hint, taken if the allocator gives it.
+    let mut members = Vec::new();
+    let _ = members.try_reserve_exact(ranks);
+    members
 }
 
-/// Room for `capacity` events, reserved, not touched: pages become resident only as events
-/// arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise` or
-/// `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
+/// Room for `capacity` events (or, where the allocator refuses that much address space, the
+/// most of it, halving, that it gives), reserved, not touched: pages become resident only as
+/// events arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise`
+/// or `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
 /// (~2 us) was a third of trace mode's cost per call; a 2 MiB page takes one fault per ~26,000.
-fn event_buffer(capacity: usize) -> Vec<u64> {
+fn event_buffer(mut capacity: usize) -> Vec<u64> {
     const HUGE: usize = 2 << 20;
-    let events = Vec::with_capacity(capacity);
+    let mut events = Vec::new();
+    while events.try_reserve_exact(capacity).is_err() {
+        capacity /= 2;
+    }
     let start = (events.as_ptr() as usize).next_multiple_of(HUGE);
     let end = (events.as_ptr() as usize + capacity * std::mem::size_of::<u64>()) / HUGE * HUGE;
     if end > start {

@@ -465,9 +465,19 @@ impl JobRecord {
         self.wall_ns.max as f64 * 1e-9
     }
 
-    /// The key that identifies this job's lines in syslog: stable for the same job, distinct for
-    /// different jobs even with the same batch id (job steps, requeues).
+    /// The key a store files this job under and pages name it by: its [`JobRecord::wire_key`]
+    /// and its uid ([`stored_key`]). Ingest stores a record only when its uid is the one the
+    /// kernel attested and its host the one its lines came from, so no user's record can have
+    /// another user's key, whatever job id, host, pid and start it claims.
     pub fn key(&self) -> String {
+        stored_key(&self.wire_key(), self.uid)
+    }
+
+    /// The key that identifies this job's lines in syslog (and the profiler's `job-key` file):
+    /// stable for the same job, distinct for different jobs even with the same batch id (job
+    /// steps, requeues). Made of what the sender says: it tells a sender's records apart, never
+    /// one sender's from another's (that is [`JobRecord::key`]).
+    pub fn wire_key(&self) -> String {
         job_key(&self.job_id, &self.host, self.pid, self.start_unix_ms)
     }
 
@@ -500,7 +510,14 @@ fn application<'a>(app: &'a str, exe: &'a str) -> &'a str {
     }
 }
 
-/// [`JobRecord::key`] of a job with these facts (16 lowercase hex digits).
+/// [`JobRecord::key`] of the job of uid `uid` whose lines have key `wire_key`:
+/// `<wire key>-<uid>`. Injective: two uids never share a key, however the wire keys were made
+/// (they are short hashes of what the sender claims, which a sender can make collide).
+pub fn stored_key(wire_key: &str, uid: u32) -> String {
+    format!("{wire_key}-{uid}")
+}
+
+/// [`JobRecord::wire_key`] of a job with these facts (16 lowercase hex digits).
 pub fn job_key(job_id: &str, host: &str, pid: u32, start_unix_ms: u64) -> String {
     // FNV-1a: tiny, dependency-free, stable across versions.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -587,6 +604,11 @@ impl JobIndex {
 
     /// [`JobRecord::key`] of the record this is the index of.
     pub fn key(&self) -> String {
+        stored_key(&self.wire_key(), self.uid)
+    }
+
+    /// [`JobRecord::wire_key`] of the record this is the index of.
+    pub fn wire_key(&self) -> String {
         job_key(&self.job_id, &self.host, self.pid, self.start_unix_ms)
     }
 

@@ -172,6 +172,9 @@ fn percent(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// What every view of a record's Slurm facts says of them.
+pub const SLURM_CLAIMED: &str = "claimed by the job's environment, not verified";
+
 /// The Slurm facts of a record of `ranks` ranks that ended at `end_unix_ms`, as (name, value)
 /// lines of the header, leaving out what is unknown.
 pub fn slurm_lines(s: &SlurmFacts, ranks: u32, end_unix_ms: u64) -> Vec<(&'static str, String)> {
@@ -185,6 +188,8 @@ pub fn slurm_lines(s: &SlurmFacts, ranks: u32, end_unix_ms: u64) -> Vec<(&'stati
         job.push_str(&format!(" on cluster {cluster}"));
     }
     lines.push(("Slurm job", job));
+    // The profiler reads them from the job's environment, which its user may set.
+    lines.push(("Slurm facts", SLURM_CLAIMED.into()));
     lines.push((
         "account",
         format!(
@@ -526,6 +531,7 @@ mod tests {
         for line in [
             "  partial     SIGTERM (at the Slurm job's time limit)",
             "  Slurm job   11_2.0 \"solver\"",
+            "  Slurm facts claimed by the job's environment, not verified",
             "  account     physics, partition debug, QOS -",
             "  allocated   2 node(s) n[01-02], CPUs per node 2(x2) = 4 CPUs; 2 rank(s) ran on them (50 %)",
             "  time limit  0:01:00; REACHED (ended 10 s after it)",

@@ -378,10 +378,10 @@ impl CompleteJob {
             .position(|&b| b == b'\n')
             .ok_or_else(|| bad_payload(key, "no newline after the index".into()))?;
         let index: JobIndex = parse_versioned(key, &bytes[..newline], "index")?;
-        if index.key() != *key {
+        if index.wire_key() != *key {
             return Err(bad_payload(
                 key,
-                format!("the index's own key is {}", index.key()),
+                format!("the index's own key is {}", index.wire_key()),
             ));
         }
         bytes.drain(..=newline);
@@ -413,7 +413,13 @@ pub fn encode(record: &JobRecord) -> Vec<String> {
     let record_crc = crc32fast::hash(&payload);
     let payload = URL_SAFE_NO_PAD.encode_to_string(payload);
     let summary = summary(record);
-    messages(Kind::Job, &record.key(), &summary, &payload, record_crc)
+    messages(
+        Kind::Job,
+        &record.wire_key(),
+        &summary,
+        &payload,
+        record_crc,
+    )
 }
 
 /// The messages of one record: part 0 `summary`, then `payload` (base64) in chunks.
@@ -1027,10 +1033,10 @@ fn inflate_record(key: &str, deflated: &[u8]) -> Result<JobRecord, Problem> {
 /// The record in `json`, checking its model version and that its key is `key`.
 fn record_of_json(key: &str, json: &[u8]) -> Result<JobRecord, Problem> {
     let record: JobRecord = parse_versioned(key, json, "record")?;
-    if record.key() != key {
+    if record.wire_key() != key {
         return Err(bad_payload(
             key,
-            format!("the record's own key is {}", record.key()),
+            format!("the record's own key is {}", record.wire_key()),
         ));
     }
     Ok(record)

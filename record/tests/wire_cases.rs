@@ -63,7 +63,7 @@ fn summary_is_readable_and_escaped() {
     let summary = &messages[0];
     assert!(summary.starts_with(&format!(
         "MPISTAT2 {} 0/{} ",
-        record().key(),
+        record().wire_key(),
         messages.len()
     )));
     assert!(
@@ -123,7 +123,7 @@ fn truncated_line_is_corrupt_and_its_part_missing() {
                 reason: "line checksum mismatch".into()
             },
             Problem::MissingParts {
-                key: record().key(),
+                key: record().wire_key(),
                 missing: PartList(vec![1]),
                 parts: 2,
                 summary: Some(lines[0].splitn(6, ' ').nth(5).unwrap().to_string()),
@@ -164,7 +164,7 @@ fn forged_record_checksum_is_a_mismatch() {
     assert_eq!(
         decoded.problems,
         vec![Problem::ChecksumMismatch {
-            key: record().key()
+            key: record().wire_key()
         }]
     );
 }
@@ -173,7 +173,7 @@ fn forged_record_checksum_is_a_mismatch() {
 fn forged_key_is_a_bad_payload() {
     let lines: Vec<String> = encode(&record())
         .iter()
-        .map(|m| reseal(&m.replace(&record().key(), "0123456789abcdef")))
+        .map(|m| reseal(&m.replace(&record().wire_key(), "0123456789abcdef")))
         .collect();
     let decoded = decode_all(&lines);
     assert!(decoded.records.is_empty());
@@ -193,7 +193,7 @@ fn conflicting_part_keeps_the_first() {
     assert_eq!(
         decoded.problems,
         vec![Problem::ConflictingPart {
-            key: record().key(),
+            key: record().wire_key(),
             part: 0,
             at: LineRef {
                 source: None,
@@ -233,7 +233,7 @@ fn newer_model_version_is_reported() {
     assert_eq!(
         decoded.problems,
         vec![Problem::UnsupportedModelVersion {
-            key: future.key(),
+            key: future.wire_key(),
             version: u64::from(newest + 1)
         }]
     );
@@ -270,12 +270,12 @@ fn records_can_be_taken_as_soon_as_complete() {
         rest.problems[0].to_string(),
         format!(
             "/var/log/syslog:4: job {}: duplicate of part 1 (ignored)",
-            record().key()
+            record().wire_key()
         )
     );
     assert!(rest.problems[1]
         .to_string()
-        .starts_with(&format!("job {}: missing part(s) 1 of 2", other.key())));
+        .starts_with(&format!("job {}: missing part(s) 1 of 2", other.wire_key())));
 }
 
 #[test]
@@ -347,7 +347,7 @@ fn a_record_whose_index_is_not_its_own_is_reported_not_decoded() {
     let job = assembler.take_complete().pop().unwrap();
     assert_eq!(job.indexed().unwrap().index.uid, 1000);
     let mismatch = Problem::IndexMismatch {
-        key: record().key(),
+        key: record().wire_key(),
         differences: vec!["uid: 1000 vs 0".into(), r#"user: "alice" vs "root""#.into()],
     };
     assert_eq!(job.decode().unwrap_err(), mismatch);
@@ -356,7 +356,7 @@ fn a_record_whose_index_is_not_its_own_is_reported_not_decoded() {
         format!(
             "job {}: the index disagrees with the record (index vs record: uid: 1000 vs 0; \
              user: \"alice\" vs \"root\")",
-            record().key()
+            record().wire_key()
         )
     );
     let decoded = decode_all(&lines);
@@ -383,7 +383,7 @@ fn an_index_that_is_not_json_or_too_new_is_reported() {
     assert_eq!(
         decoded.problems,
         vec![Problem::UnsupportedModelVersion {
-            key: record().key(),
+            key: record().wire_key(),
             version: 9
         }]
     );

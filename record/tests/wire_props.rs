@@ -329,7 +329,7 @@ proptest! {
         shuffle(&mut lines, seed);
         let decoded = decode_lines(&lines);
         prop_assert_eq!(decoded.problems, vec![]);
-        let key = |r: &JobRecord| r.key();
+        let key = |r: &JobRecord| r.wire_key();
         let mut got = decoded.records;
         got.sort_by_key(key);
         records.sort_by_key(key);
@@ -366,6 +366,7 @@ proptest! {
             IndexedJob { index: JobIndex::of(&record), deflated: decoded.deflated }
         );
         prop_assert_eq!(JobIndex::of(&record).key(), record.key());
+        prop_assert_eq!(JobIndex::of(&record).wire_key(), job.key.clone());
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! tab-separated: uid, application (the job record's `app`: the executable's path, or an
 //! interpreter's script or module, e.g. `/home/alice/run.py`), captures left, expiry (Unix seconds), reason; `#` starts
 //! a comment. Writers replace the file atomically (temporary file + rename), so a job never reads
-//! a half-written list.
+//! a half-written list. The profiler reads it with [`load`]: a regular file only, and at most
+//! [`READ_MAX_BYTES`] of it, since every rank of every job on the site reads it.
+
+use crate::files::{self, FileError};
+use std::path::Path;
 
 /// One (user, application) to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,31 +40,66 @@ pub fn parse(text: &str) -> (Vec<Entry>, Vec<String>) {
     let mut entries = Vec::new();
     let mut problems = Vec::new();
     for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let fields: Vec<&str> = line.split('\t').collect();
-        let entry = match fields.as_slice() {
-            [uid, exe, captures, expires, reason] => (|| {
-                Some(Entry {
-                    uid: uid.parse().ok()?,
-                    exe: exe.to_string(),
-                    captures_left: captures.parse().ok()?,
-                    expires_unix: expires.parse().ok()?,
-                    reason: reason.to_string(),
-                })
-            })(),
-            _ => None,
-        };
-        match entry {
-            Some(e) if !e.exe.is_empty() => entries.push(e),
-            _ => problems.push(format!(
+        match parse_line(line) {
+            None => {}
+            Some(Some(e)) => entries.push(e),
+            Some(None) => problems.push(format!(
                 "line {}: not `uid<TAB>exe<TAB>captures<TAB>expiry<TAB>reason`: {line:?}",
                 index + 1
             )),
         }
     }
     (entries, problems)
+}
+
+/// One line of a list: `None` for a blank line or a comment, else the entry, if it is one.
+pub fn parse_line(line: &str) -> Option<Option<Entry>> {
+    if line.trim().is_empty() || line.starts_with('#') {
+        return None;
+    }
+    let mut fields = line.split('\t');
+    let mut field = || fields.next();
+    let entry = (|| {
+        let entry = Entry {
+            uid: field()?.parse().ok()?,
+            exe: field()?.to_string(),
+            captures_left: field()?.parse().ok()?,
+            expires_unix: field()?.parse().ok()?,
+            reason: field()?.to_string(),
+        };
+        (field().is_none() && !entry.exe.is_empty()).then_some(entry)
+    })();
+    Some(entry)
+}
+
+/// The most of the list [`load`] reads: some 10,000 entries. Every rank of every job reads the
+/// list at `MPI_Init`, so a list grown by mistake (or by a hostile record before ingest bounded
+/// applications: 5 MB made a rank's peak 93 MB instead of 12) costs each at most this much.
+pub const READ_MAX_BYTES: u64 = 1 << 20;
+
+/// The text of the list at `path`, read as [`files::read_regular`] reads (a regular file, not
+/// blocking, through no other user's symlink), at most [`READ_MAX_BYTES`] of it; and, for a
+/// longer list, a note saying where it was cut (the entries after are not seen: the line the
+/// cap cuts is dropped whole). Go through its lines with [`parse_line`]: the profiler keeps no
+/// entry but the one that applies (5 MB of short entries, parsed into a list, took 80 MB).
+pub fn load(path: &Path) -> Result<(String, Option<String>), FileError> {
+    let mut capped = files::read_regular(path, READ_MAX_BYTES)?;
+    let note = (!capped.whole).then(|| {
+        let whole_lines = capped
+            .bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        capped.bytes.truncate(whole_lines);
+        format!(
+            "{}: longer than {READ_MAX_BYTES} bytes; only the entries in its first \
+             {whole_lines} bytes apply",
+            path.display()
+        )
+    });
+    let text = String::from_utf8(capped.bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    Ok((text, note))
 }
 
 /// The file's text for `entries`.
@@ -103,6 +142,30 @@ mod tests {
             let (entries, problems) = parse(&text);
             prop_assert!(entries.len() + problems.len() <= text.lines().count());
         }
+    }
+
+    #[test]
+    fn a_list_longer_than_the_cap_is_read_up_to_its_last_whole_line() {
+        let dir = std::env::temp_dir().join(format!("mpistat-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let entry = |exe: &str| Entry {
+            uid: 7,
+            exe: exe.into(),
+            captures_left: 1,
+            expires_unix: 9,
+            reason: "admin".into(),
+        };
+        let first = entry("/a");
+        let long = entry(&format!("/{}", "x".repeat(READ_MAX_BYTES as usize)));
+        let path = dir.join("list");
+        std::fs::write(&path, encode(&[first.clone(), long, entry("/b")])).unwrap();
+        let (text, note) = load(&path).unwrap();
+        assert_eq!(parse(&text), (vec![first.clone()], Vec::new()));
+        assert!(note.unwrap().contains("longer than 1048576 bytes"));
+        std::fs::write(&path, encode(std::slice::from_ref(&first))).unwrap();
+        let (text, note) = load(&path).unwrap();
+        assert_eq!((parse(&text).0, note), (vec![first], None));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

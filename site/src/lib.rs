@@ -5,6 +5,7 @@
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
 pub mod escalation;
+pub mod files;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -12,6 +13,42 @@ use std::path::{Path, PathBuf};
 
 /// Where the profiler looks when `MPISTAT_CONFIG` is not set.
 pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
+
+/// The most of a configuration file that is read: `etc/site.toml`, every setting documented, is
+/// 20 kB. A longer file is not a configuration (`MPISTAT_CONFIG=/var/log/huge.log`): refused.
+pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
+/// The most a setting that sizes what the profiler allocates, or how long it waits, may be:
+/// a larger value is clamped to it (a problem says so), so that no configuration, a user's
+/// `MPISTAT_CONFIG` included, makes a job abort on an allocation or hang on a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Most {
+    /// The setting as messages name it.
+    pub setting: &'static str,
+    pub max: u64,
+}
+
+/// Characters kept of a recorded environment variable's value.
+pub const ENV_VALUE_MAX: Most = Most {
+    setting: "[profiler] env_value_max",
+    max: 4096,
+};
+/// The superstep buffer: 64 MiB hold 2.8 million supersteps before the first merge.
+pub const SUPERSTEP_BUFFER_BYTES: Most = Most {
+    setting: "[profiler] superstep_buffer_bytes",
+    max: 64 << 20,
+};
+/// A rank's trace events: 64 GiB are some 8,000 million of them (address space reserved,
+/// resident only as events come).
+pub const TRACE_BUDGET_BYTES: Most = Most {
+    setting: "[trace] budget_bytes",
+    max: 64 << 30,
+};
+/// How long rank 0 waits at `MPI_Finalize` for a syslog daemon that takes nothing.
+pub const SYSLOG_STALL_MS: Most = Most {
+    setting: "[syslog] stall_ms",
+    max: 10_000,
+};
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -103,7 +140,7 @@ impl Default for TraceConfig {
             skip_supersteps: 0,
             record_supersteps: 0,
             analyze_at_exit: true,
-            analyze_command: PathBuf::from("/usr/local/bin/mpistat"),
+            analyze_command: PathBuf::from("/usr/bin/mpistat"),
         }
     }
 }
@@ -213,7 +250,7 @@ impl Default for ProfilerConfig {
 impl Default for SyslogConfig {
     fn default() -> Self {
         SyslogConfig {
-            socket: PathBuf::from("/dev/log"),
+            socket: PathBuf::from("/run/mpistat-syslog.sock"),
             facility: "local5".into(),
             tag: "mpistat".into(),
             stall_ms: 100,
@@ -253,7 +290,7 @@ pub struct IngestConfig {
     pub check_user_names: bool,
     /// On a central log host: the relays (compute nodes' rsyslogds, as the log host names the
     /// authenticated connection they delivered on: `relay=<name>` in front of each line, see
-    /// `etc/rsyslog.d/mpistat-loghost.conf`) whose attestations are believed. Patterns, `*`
+    /// `etc/rsyslog/relay-loghost/`) whose attestations are believed. Patterns, `*`
     /// matching any run of characters (`node*.cluster`). When not empty, a record is accepted
     /// only with a kernel attestation delivered by one of them; lines without a relay, marked
     /// `unrelayed=` by the log host, or from another relay are rejected as forged. Empty: this
@@ -442,6 +479,10 @@ pub struct SiteReportConfig {
     /// Where `mpistat serve` answers (base URL ending in `/`): the static site links the jobs it
     /// has no page of there. Empty: such jobs are not linked.
     pub live_url: String,
+    /// The group the static pages are given to (the web server's; the service must be a
+    /// member): pages 0640, directories 0750, whatever the umask. Empty: the group they get
+    /// (the service's, or a setgid directory's).
+    pub group: String,
 }
 
 impl Default for SiteReportConfig {
@@ -452,6 +493,7 @@ impl Default for SiteReportConfig {
             critical_min_cpu_hours: 0.0,
             top_users: vec![5, 10, 20],
             live_url: String::new(),
+            group: "www-data".into(),
         }
     }
 }
@@ -485,6 +527,14 @@ pub struct ServeConfig {
     pub allow_unguarded_header: bool,
     /// Logins that see every page; everyone else sees only their own user and job pages.
     pub admins: Vec<String>,
+    /// Connections open at once, and from one peer (a Unix socket's uid, a TCP address). Past
+    /// either, the oldest connection still sending its request makes room, else the new one
+    /// gets 503.
+    pub max_connections: usize,
+    pub max_connections_per_peer: usize,
+    /// Seconds a client has to send its request head, and to take the answer.
+    pub request_timeout_s: u64,
+    pub response_timeout_s: u64,
 }
 
 impl Default for ServeConfig {
@@ -499,6 +549,10 @@ impl Default for ServeConfig {
             proxy_secret_header: "X-Mpistat-Proxy-Secret".into(),
             allow_unguarded_header: false,
             admins: vec!["root".into()],
+            max_connections: 512,
+            max_connections_per_peer: 64,
+            request_timeout_s: 10,
+            response_timeout_s: 60,
         }
     }
 }
@@ -514,6 +568,13 @@ pub enum ConfigProblem {
     BadFacility { path: String, facility: String },
     #[error("{path}: [serve] auth must be \"header\" or \"token\", not {auth:?} (using header)")]
     BadServeAuth { path: String, auth: String },
+    #[error("{path}: {setting} {value} is more than {max} (using {max})")]
+    TooLarge {
+        path: String,
+        setting: &'static str,
+        value: u64,
+        max: u64,
+    },
 }
 
 impl SiteConfig {
@@ -546,20 +607,58 @@ impl SiteConfig {
             });
             config.serve.auth = ServeConfig::default().auth;
         }
+        config.clamp(path, &mut problems);
         (config, problems)
     }
 
-    /// Read and parse the file at `path`; a missing or unreadable file gives the defaults.
+    /// Clamps every setting that has a [`Most`], with a problem for each one clamped.
+    fn clamp(&mut self, path: &str, problems: &mut Vec<ConfigProblem>) {
+        let mut at_most = |value: u64, most: Most| {
+            if value <= most.max {
+                return value;
+            }
+            problems.push(ConfigProblem::TooLarge {
+                path: path.into(),
+                setting: most.setting,
+                value,
+                max: most.max,
+            });
+            most.max
+        };
+        // The maxima fit a usize where the profiler builds (x86_64).
+        let profiler = &mut self.profiler;
+        profiler.env_value_max = at_most(profiler.env_value_max as u64, ENV_VALUE_MAX) as usize;
+        profiler.superstep_buffer_bytes = at_most(
+            profiler.superstep_buffer_bytes as u64,
+            SUPERSTEP_BUFFER_BYTES,
+        ) as usize;
+        self.trace.budget_bytes =
+            at_most(self.trace.budget_bytes as u64, TRACE_BUDGET_BYTES) as usize;
+        self.syslog.stall_ms = at_most(self.syslog.stall_ms, SYSLOG_STALL_MS);
+    }
+
+    /// Read and parse the file at `path`; a missing or unreadable file gives the defaults. Only
+    /// a regular file is read, of at most [`CONFIG_MAX_BYTES`], without blocking and through no
+    /// symlink of another user ([`files`]): `MPISTAT_CONFIG` may name anything.
     pub fn load(path: &Path) -> (SiteConfig, Vec<ConfigProblem>) {
-        match std::fs::read_to_string(path) {
-            Ok(text) => SiteConfig::parse(&text, &path.display().to_string()),
-            Err(e) => (
+        let unreadable = |reason: String| {
+            (
                 SiteConfig::default(),
                 vec![ConfigProblem::Unreadable {
                     path: path.display().to_string(),
-                    reason: e.to_string(),
+                    reason,
                 }],
-            ),
+            )
+        };
+        match files::read_regular(path, CONFIG_MAX_BYTES) {
+            Ok(capped) if !capped.whole => {
+                unreadable(format!("larger than {CONFIG_MAX_BYTES} bytes"))
+            }
+            Ok(capped) => match String::from_utf8(capped.bytes) {
+                Ok(text) => SiteConfig::parse(&text, &path.display().to_string()),
+                Err(_) => unreadable("not UTF-8 text".into()),
+            },
+            Err(e) => unreadable(e.to_string()),
         }
     }
 
@@ -699,6 +798,53 @@ mod tests {
         let (c, p) = SiteConfig::parse("[syslog]\nfacility = \"local9\"", "x");
         assert_eq!(c.syslog.facility, "local5");
         assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn sizes_beyond_their_most_are_clamped_and_said() {
+        let (c, p) = SiteConfig::parse(
+            "[profiler]\nsuperstep_buffer_bytes = 1000000000000000\nenv_value_max = 5000\n\
+             [trace]\nbudget_bytes = 1000000000000000\n[syslog]\nstall_ms = 86400000",
+            "x",
+        );
+        assert_eq!(c.profiler.superstep_buffer_bytes, 64 << 20);
+        assert_eq!(c.profiler.env_value_max, 4096);
+        assert_eq!(c.trace.budget_bytes, 64 << 30);
+        assert_eq!(c.syslog.stall_ms, 10_000);
+        let said: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            [
+                "x: [profiler] env_value_max 5000 is more than 4096 (using 4096)",
+                "x: [profiler] superstep_buffer_bytes 1000000000000000 is more than 67108864 \
+                 (using 67108864)",
+                "x: [trace] budget_bytes 1000000000000000 is more than 68719476736 (using \
+                 68719476736)",
+                "x: [syslog] stall_ms 86400000 is more than 10000 (using 10000)",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_regular_file_of_at_most_a_mebibyte_is_read() {
+        let dir = std::env::temp_dir().join(format!("mpistat-site-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let unreadable = |path: &Path| match SiteConfig::load(path) {
+            (c, p) if c == SiteConfig::default() && p.len() == 1 => p[0].to_string(),
+            other => panic!("{other:?}"),
+        };
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(unreadable(&fifo).ends_with(": not a regular file (a FIFO)"));
+        assert!(unreadable(Path::new("/dev/zero")).ends_with("(a character device)"));
+        let big = dir.join("big.toml");
+        std::fs::write(&big, "#".repeat(CONFIG_MAX_BYTES as usize + 1)).unwrap();
+        assert!(unreadable(&big).ends_with(": larger than 1048576 bytes"));
+        std::fs::write(&big, "[syslog]\nstall_ms = 5\n").unwrap();
+        assert_eq!(SiteConfig::load(&big).0.syslog.stall_ms, 5);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

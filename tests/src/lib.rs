@@ -11,12 +11,15 @@
 //! * [`supersteps::MeasuredImbalance`]: the imbalance figures from what `imbalance.c` measured.
 //! * [`rsyslog::RsyslogDaemon`]: a private rsyslogd with a shipped configuration.
 //! * [`units::Unit`]: a shipped systemd unit run with the privileges it gives.
+//! * [`machine::Machine`]: a copy-on-write view of this host to install packages into.
 //! * [`User`]: an unprivileged local user (made with `useradd`) that jobs and `mpistat` run as.
 //!
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
 pub mod certs;
+pub mod machine;
+pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
 pub mod supersteps;
@@ -482,7 +485,8 @@ impl Drop for Syslogd {
     }
 }
 
-fn read_lines(path: &Path) -> Vec<String> {
+/// The lines of the file at `path` (none if it cannot be read).
+pub fn read_lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|s| s.lines().map(str::to_string).collect())
         .unwrap_or_default()
@@ -616,6 +620,35 @@ impl Program {
         std::fs::rename(&tmp, &out).expect("rename compiled program");
         out
     }
+}
+
+/// `source` built as `name` for `mpi`, linked with the front as a site's compiler wrappers do
+/// (`-lmpistat` ahead of the MPI library, found through an rpath to [`library`]'s directory).
+/// A program refers to no symbol that only MPICH's library defines (its handles are constants),
+/// so with the linker's `--as-needed` (Debian's default) the `-lmpich` that `mpicc.mpich`
+/// appends would be dropped: the flags keep it.
+pub fn linked_with_front(source: &'static str, name: &'static str, mpi: Mpi) -> PathBuf {
+    let dir = library()
+        .parent()
+        .expect("library directory")
+        .display()
+        .to_string();
+    let keep_mpi = match mpi {
+        Mpi::OpenMpi => "-Wl,--as-needed",
+        Mpi::Mpich => "-Wl,--no-as-needed",
+    };
+    let flags: &'static [&'static str] = Box::leak(Box::new([
+        Box::leak(format!("-L{dir}").into_boxed_str()) as &str,
+        Box::leak(format!("-Wl,-rpath,{dir}").into_boxed_str()),
+        keep_mpi,
+        "-lmpistat",
+    ]));
+    Program {
+        source,
+        name,
+        flags,
+    }
+    .path_for(mpi)
 }
 
 /// A C or Fortran program built from `source` alone (named after the source without extension).

@@ -1,5 +1,6 @@
-//! Private rsyslogds running the shipped configurations (`etc/rsyslog.d/*.conf`) with only the
-//! site-specific parts (sockets, ports, paths) changed.
+//! Private rsyslogds running the shipped configurations (`etc/rsyslog.d/*.conf`): unchanged, with
+//! the daemon's paths mounted where the test wants them ([`RsyslogDaemon::start_seeing`]), or with
+//! only the site-specific parts (sockets, ports, paths) changed ([`shipped_rsyslog_config`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -10,12 +11,26 @@ pub struct RsyslogDaemon {
     conf: PathBuf,
     pid_file: PathBuf,
     stderr: PathBuf,
+    /// Host directories mounted at the configuration's paths, in a mount namespace of its own.
+    binds: Vec<(PathBuf, PathBuf)>,
     child: Option<Child>,
 }
 
 impl RsyslogDaemon {
     /// Write `text` as `<dir>/<name>.conf` (with a work directory of its own) and start it.
     pub fn start(dir: &Path, name: &str, text: &str) -> RsyslogDaemon {
+        RsyslogDaemon::start_seeing(dir, name, text, &[])
+    }
+
+    /// [`RsyslogDaemon::start`] in a mount namespace of its own where each `(host, path)` of
+    /// `binds` mounts the host directory at `path` (e.g. a test's directory at `/run`): a shipped
+    /// configuration then runs unchanged, its paths being the daemon's only.
+    pub fn start_seeing(
+        dir: &Path,
+        name: &str,
+        text: &str,
+        binds: &[(&Path, &str)],
+    ) -> RsyslogDaemon {
         let work = dir.join(format!("{name}-work"));
         std::fs::create_dir_all(&work).unwrap();
         let conf = dir.join(format!("{name}.conf"));
@@ -25,6 +40,10 @@ impl RsyslogDaemon {
             conf,
             pid_file: dir.join(format!("{name}.pid")),
             stderr: dir.join(format!("{name}.stderr")),
+            binds: binds
+                .iter()
+                .map(|(host, path)| (host.to_path_buf(), PathBuf::from(path)))
+                .collect(),
             child: None,
         };
         daemon.run();
@@ -38,7 +57,22 @@ impl RsyslogDaemon {
             .append(true)
             .open(&self.stderr)
             .unwrap();
-        let child = Command::new("rsyslogd")
+        let mut command = if self.binds.is_empty() {
+            Command::new("rsyslogd")
+        } else {
+            // unshare and sh exec: the child is rsyslogd itself, as signals need.
+            let mut script = String::from("set -e\n");
+            for (host, path) in &self.binds {
+                script += &format!("mount --bind '{}' '{}'\n", host.display(), path.display());
+            }
+            script += "exec rsyslogd \"$@\"\n";
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(script)
+                .arg("rsyslogd");
+            cmd
+        };
+        let child = command
             .arg("-n")
             .arg("-f")
             .arg(&self.conf)
@@ -96,4 +130,64 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
         text = text.replace(from, to);
     }
     text
+}
+
+/// A single host's rsyslogd running the shipped `etc/rsyslog.d/mpistat.conf` (changed only: a
+/// private socket instead of the system's, and the records file's path), as `mpistat ingest`
+/// reads it on a site without a log host: `<time> <host> uid=<n> pid=<n> <tag><msg>`.
+pub struct SingleHost {
+    pub dir: crate::TempDir,
+    pub daemon: RsyslogDaemon,
+}
+
+impl SingleHost {
+    /// Start one in a fresh temporary directory (`label`) whose socket every user may use.
+    pub fn start(label: &str) -> SingleHost {
+        let dir = crate::TempDir::new(label);
+        let d = dir.path();
+        let socket = d.join("log.sock");
+        let text = shipped_rsyslog_config(
+            "mpistat.conf",
+            &[
+                (
+                    "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
+                    &format!(
+                        "module(load=\"imuxsock\" SysSock.Use=\"off\")\n\
+                         input(type=\"imuxsock\" Socket=\"{}\" RateLimit.Interval=\"0\" \
+                         Annotate=\"on\" ParseTrusted=\"on\")",
+                        socket.display()
+                    ),
+                ),
+                (
+                    "/var/log/mpistat/records.log",
+                    &d.join("records.log").display().to_string(),
+                ),
+            ],
+        );
+        let mut daemon = RsyslogDaemon::start(d, "single", &text);
+        daemon.wait_until("the socket", || socket.exists());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        SingleHost { dir, daemon }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.dir.path().join("log.sock")
+    }
+
+    /// The records file rsyslog writes.
+    pub fn log(&self) -> PathBuf {
+        self.dir.path().join("records.log")
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        crate::read_lines(&self.log())
+    }
+
+    /// Wait until the file's lines satisfy `ready`.
+    pub fn wait_for_lines(&mut self, what: &str, ready: impl Fn(&[String]) -> bool) {
+        let log = self.log();
+        self.daemon
+            .wait_until(what, || ready(&crate::read_lines(&log)));
+    }
 }

@@ -150,26 +150,7 @@ impl Slurm {
         // The jobs' output files are written by the jobs' users.
         set_mode(&self.path("jobs"), 0o1777);
         std::fs::write(self.path("plugstack.conf"), "").unwrap();
-        let prolog =
-            std::fs::read_to_string(workspace_root().join("etc/slurm/mpistat-taskprolog.sh"))
-                .expect("etc/slurm/mpistat-taskprolog.sh");
-        let lib_line = format!("lib={}", library().display());
-        let prolog: String = prolog
-            .lines()
-            .map(|l| {
-                if l.starts_with("lib=") {
-                    lib_line.as_str()
-                } else {
-                    l
-                }
-            })
-            .map(|l| format!("{l}\n"))
-            .collect();
-        assert!(
-            prolog.contains(&lib_line),
-            "the TaskProlog has no lib= line"
-        );
-        std::fs::write(self.path("taskprolog.sh"), prolog).unwrap();
+        std::fs::write(self.path("taskprolog.sh"), task_prolog()).unwrap();
         set_mode(&self.path("taskprolog.sh"), 0o755);
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let host = &self.node;
@@ -490,4 +471,28 @@ fn set_mode(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+/// The shipped TaskProlog (`etc/slurm/mpistat-taskprolog.sh`) with its `lib=` line pointing at
+/// the library under test.
+pub fn task_prolog() -> String {
+    let prolog = std::fs::read_to_string(workspace_root().join("etc/slurm/mpistat-taskprolog.sh"))
+        .expect("etc/slurm/mpistat-taskprolog.sh");
+    let lib_line = format!("lib={}", library().display());
+    let prolog: String = prolog
+        .lines()
+        .map(|l| {
+            if l.starts_with("lib=") {
+                lib_line.as_str()
+            } else {
+                l
+            }
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(
+        prolog.contains(&lib_line),
+        "the TaskProlog has no lib= line"
+    );
+    prolog
 }

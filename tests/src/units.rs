@@ -4,11 +4,11 @@
 //! Green tests run as root hid that a service could not read what the tests read. So a test takes
 //! the unit file as shipped and runs its `ExecStart=` the way systemd would confine it, emulating
 //! the settings that decide what the service can reach: `User=` and its groups plus
-//! `SupplementaryGroups=`, `StateDirectory=` and `RuntimeDirectory=` (made and given to the user,
-//! as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything else read-only),
-//! `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`, `UMask=` (0022
-//! when unset, as systemd's default), `NoNewPrivileges=` and an empty `CapabilityBoundingSet=`, in
-//! a private mount namespace.
+//! `SupplementaryGroups=`, `StateDirectory=` and `RuntimeDirectory=` (made with their modes and
+//! given to the user, as systemd does), `ReadWritePaths=`, `ProtectSystem=strict` (everything
+//! else read-only), `ProtectHome=yes` (homes, `/root` and `/run/user` inaccessible), `PrivateTmp=`,
+//! `UMask=` (0022 when unset, as systemd's default), `NoNewPrivileges=` and an empty
+//! `CapabilityBoundingSet=`, in a private mount namespace.
 //! Settings that only narrow further (system-call filters, address families, IP filters,
 //! `PrivateNetwork=`) are not emulated.
 //!
@@ -30,12 +30,19 @@ pub struct Unit {
 impl Unit {
     /// `systemd/<name>` of this repository.
     pub fn shipped(name: &str) -> Unit {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../systemd")
-            .join(name);
+        Unit::read(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../systemd")
+                .join(name),
+        )
+    }
+
+    /// The unit file at `path` (e.g. one a package installed).
+    pub fn read(path: &Path) -> Unit {
         let text =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        Unit::parse(name, &text)
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let name = path.file_name().unwrap().to_string_lossy();
+        Unit::parse(&name, &text)
     }
 
     /// `systemd/<name>` with the shipped drop-in `systemd/<name>.d/<drop_in>` (its settings after
@@ -188,11 +195,34 @@ impl Unit {
 
     fn command(&self, instance: &str, site: &[(&str, &Path)]) -> Command {
         let user = self.user();
-        // systemd's initgroups: the user's groups in the group database, then the unit's.
-        let mut groups = user_groups(&user.name);
-        for g in self.values("SupplementaryGroups") {
-            groups.push(group_id(g).unwrap_or_else(|| panic!("no group {g}")));
-        }
+        let ids = ServiceIds {
+            uid: user.uid,
+            gid: user.gid,
+            // systemd's initgroups: the user's groups in the group database, then the unit's.
+            groups: user_groups(&user.name)
+                .into_iter()
+                .chain(
+                    self.values("SupplementaryGroups")
+                        .into_iter()
+                        .map(|g| group_id(g).unwrap_or_else(|| panic!("no group {g}"))),
+                )
+                .collect(),
+        };
+        let mut cmd = Command::new("unshare");
+        cmd.args(self.confined(instance, site, &ids));
+        cmd
+    }
+
+    /// `unshare`'s arguments that run `ExecStart` (with `%i` = `instance`) as the unit confines
+    /// it, as the user and groups `ids`, with `site` mounting paths at the unit's paths. For a
+    /// machine of its own ([`crate::machine::Machine`]), whose users are not the host's.
+    pub fn confined(
+        &self,
+        instance: &str,
+        site: &[(&str, &Path)],
+        ids: &ServiceIds,
+    ) -> Vec<String> {
+        let (user, groups) = (ids, &ids.groups);
         let quote = |p: &Path| shell_quote(&p.display().to_string());
         let mut script = String::from("set -e\n");
         // systemd makes the owned directories before the start and gives them to the user; the
@@ -207,10 +237,12 @@ impl Unit {
                 user.gid,
                 d = quote(&dir)
             );
-            if let Some(mode) = self
-                .value("RuntimeDirectoryMode")
-                .filter(|_| dir.starts_with("/run"))
-            {
+            let mode_key = if dir.starts_with("/run") {
+                "RuntimeDirectoryMode"
+            } else {
+                "StateDirectoryMode"
+            };
+            if let Some(mode) = self.value(mode_key) {
                 script += &format!("chmod {mode} {}\n", quote(&dir));
             }
         }
@@ -226,7 +258,8 @@ impl Unit {
             // Every mount read-only but the API file systems and the writable paths.
             let keep: Vec<String> = writable.iter().map(|w| w.display().to_string()).collect();
             script += &format!(
-                "awk '{{print $5}}' /proc/self/mountinfo | while read -r m; do\n\
+                "mounts=$(awk '{{print $5}}' /proc/self/mountinfo)\n\
+                 for m in $mounts; do\n\
                  case \"$m\" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*) continue ;; esac\n\
                  case \" {} \" in *\" $m \"*) continue ;; esac\n\
                  mount -o remount,bind,ro \"$m\" 2>/dev/null || true\n\
@@ -271,8 +304,7 @@ impl Unit {
         }
         script += &setpriv;
         script += "\n";
-        let mut cmd = Command::new("unshare");
-        cmd.args([
+        [
             "--mount",
             "--propagation",
             "private",
@@ -280,9 +312,18 @@ impl Unit {
             "sh",
             "-c",
             &script,
-        ]);
-        cmd
+        ]
+        .map(String::from)
+        .to_vec()
     }
+}
+
+/// Who a service runs as: its user's uid and gid, and every group it gets.
+#[derive(Debug, Clone)]
+pub struct ServiceIds {
+    pub uid: u32,
+    pub gid: u32,
+    pub groups: Vec<u32>,
 }
 
 /// A running service; killed when dropped, then its mount points are removed.

@@ -68,6 +68,7 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
          [escalation]\nlist = {list:?}\nmpi_percent_min = 30.0\n\
          critical_path_imbalance_percent_min = 20.0\ncpu_hours_min = 0.0\n\
          [database]\npath = {db:?}\n\
+         [site_report]\ngroup = \"\"\n\
          [mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\n\
          smtp_starttls = \"off\"\nrecipient = \"{{user}}@example.org\"\n",
         mpistat = mpistat_binary().display().to_string(),
@@ -115,7 +116,8 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
         "{}",
         trace.dir
     );
-    let analysis = syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.key());
+    let analysis =
+        syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.wire_key());
     assert_eq!(analysis.uid, alice.uid);
     assert_eq!(analysis.dir, trace.dir);
     assert!(analysis.summary.is_some(), "{:?}", analysis.error);
@@ -128,7 +130,7 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
     let own = mallory.home.join("own-trace");
     let _ = std::fs::remove_dir_all(&own);
     std::fs::create_dir_all(&own).unwrap();
-    std::fs::write(own.join("job-key"), format!("{}\n", second.key())).unwrap();
+    std::fs::write(own.join("job-key"), format!("{}\n", second.wire_key())).unwrap();
     std::os::unix::fs::symlink("/etc/shadow", own.join("rank-000000.mpt")).unwrap();
     mallory.own(&own);
     Command::new("chown")
@@ -154,7 +156,7 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
     // its job's, and Mallory sent one of her second job already), sent by Mallory.
     let claimed = AnalysisRecord {
         version: ANALYSIS_MODEL_VERSION,
-        job_key: first.key(),
+        job_key: first.wire_key(),
         uid: alice.uid,
         user: alice.name.clone(),
         host: "forged".into(),

@@ -138,7 +138,7 @@ fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd(mpi
     let busy_keys: Vec<String> = records
         .iter()
         .filter(|r| r.job_id.starts_with("busy-"))
-        .map(|r| r.key())
+        .map(|r| r.wire_key())
         .collect();
     assert_eq!(busy_keys.len(), RUNS);
     for key in &busy_keys {

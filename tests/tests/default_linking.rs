@@ -9,31 +9,7 @@ use mpistat_record::Binding;
 for_each_mpi! {
     fn program_linked_with_lmpistat_is_profiled_without_ld_preload(mpi) {
         let _serial = serial();
-        let lib = library();
-        let dir = lib
-            .parent()
-            .expect("library directory")
-            .display()
-            .to_string();
-        // A program refers to no symbol that only MPICH's library defines (its handles are
-        // constants), so with the linker's --as-needed (Debian's default) the `-lmpich` that
-        // mpicc.mpich appends would be dropped: the recipe keeps it.
-        let keep_mpi = match mpi {
-            Mpi::OpenMpi => "-Wl,--as-needed",
-            Mpi::Mpich => "-Wl,--no-as-needed",
-        };
-        let flags: &'static [&'static str] = Box::leak(Box::new([
-            Box::leak(format!("-L{dir}").into_boxed_str()) as &str,
-            Box::leak(format!("-Wl,-rpath,{dir}").into_boxed_str()),
-            keep_mpi,
-            "-lmpistat",
-        ]));
-        let linked = Program {
-            source: "basic.c",
-            name: "basic_linked",
-            flags,
-        }
-        .path_for(mpi);
+        let linked = linked_with_front("basic.c", "basic_linked", mpi);
         let syslogd = Syslogd::start();
         Job::new(linked, 4)
             .mpi(mpi)

@@ -78,7 +78,7 @@ fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited(mpi) {
     assert_eq!(trace.reason, "escalation");
     assert_eq!(trace.ranks_written, 4);
     // The profiler started its analysis at the end of the job, as the job's user.
-    let analysis = syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.key());
+    let analysis = syslogd.wait_for_analysis("of the traced run", |a| a.job_key == second.wire_key());
     assert_eq!(
         (analysis.uid, analysis.dir.as_str()),
         (second.uid, trace.dir.as_str())

@@ -78,7 +78,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let is_wrapped = |p: &Problem| {
         matches!(p, Problem::IndexMismatch { key, differences }
-            if *key == wrapped.key() && differences[0] == "uid: 65534 vs 0")
+            if *key == wrapped.wire_key() && differences[0] == "uid: 65534 vs 0")
     };
     while !syslogd.decoded().problems.iter().any(is_wrapped) {
         assert!(
@@ -123,9 +123,9 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         report.contains(&format!(
             "corrupt     {}  {}: job wrapped-by-nobody filed for uid 65534 (nobody): job {}: the \
              index disagrees with the record (index vs record: uid: 65534 vs 0; ",
-            wrapped.key(),
+            wrapped.wire_key(),
             log.display(),
-            wrapped.key()
+            wrapped.wire_key()
         )),
         "{report}"
     );
@@ -137,7 +137,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         report.contains(&format!(
             "forged      {}/user root  {}: job named-root-by-nobody: claims user root but uid \
              65534 is nobody\n",
-            named_root.key(),
+            named_root.wire_key(),
             log.display()
         )),
         "{report}"

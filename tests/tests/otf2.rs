@@ -7,7 +7,7 @@
 //! anchor's random trace identifier aside) and the same Perfetto timeline, and reads the
 //! archive back in parallel to the same report.
 
-use mpistat_analysis::tracefile::{modules_of_dir, read_dir};
+use mpistat_analysis::tracefile::read_dir;
 use mpistat_digest::analyze::symbolize;
 use mpistat_e2e::*;
 use mpistat_otf2::anchor_file;
@@ -85,7 +85,7 @@ for_each_mpi! {
         // the call sites as the export writes them: source lines).
         let printed = otf2_print_events(&anchor_file(&archive)).unwrap();
         let (mut own, _) = read_dir(trace).unwrap();
-        symbolize(&mut own.definitions, &modules_of_dir(trace));
+        symbolize(&mut own.definitions, trace);
         let said = python_check(&archive, &own, false).unwrap();
         assert!(said.starts_with(&format!("ok: {printed} events, ")), "{said}");
         let messages: u64 = said.split_whitespace().nth(3).unwrap().parse().unwrap();

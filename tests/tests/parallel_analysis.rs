@@ -275,9 +275,9 @@ for_each_mpi! {
         let _serial = serial();
         let dir = TempDir::new("parallel-memory");
         write_dir(dir.path(), &halo(8, 40_000)).unwrap();
-        let sizes = mpistat_analysis::tracefile::rank_file_sizes(dir.path()).unwrap();
+        let survey = mpistat_analysis::tracefile::survey(dir.path()).unwrap();
         // What 4 processes need: 2 processes and one are over it.
-        let limit = mpistat_analysis::memory::need(&sizes, 4).per_process;
+        let limit = mpistat_analysis::memory::need(&survey, 4).per_process;
         let limit_arg = limit.to_string();
         let out = Command::new(mpistat_binary())
             .args(["analyze", "--format", "wait-states", "--memory-limit", &limit_arg])
@@ -374,7 +374,7 @@ for_each_mpi! {
         // The reason names her directory (he cannot even look at it).
         assert!(refused.stderr.contains(&trace.dir), "{}", refused.stderr);
         send_as(&alice).assert_success();
-        let analysis = syslogd.wait_for_analysis("of the parallel form", |a| a.job_key == record.key());
+        let analysis = syslogd.wait_for_analysis("of the parallel form", |a| a.job_key == record.wire_key());
         assert_eq!((analysis.uid, analysis.dir.as_str()), (alice.uid, trace.dir.as_str()));
         let summary: serde_json::Value =
             serde_json::from_str(analysis.summary.as_deref().expect("a summary")).unwrap();

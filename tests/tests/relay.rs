@@ -1,9 +1,9 @@
 //! Issue 13, item 1 end to end with real parts: records relayed from a compute node to a central
 //! log host with the sender still attested.
 //!
-//! Two private rsyslogds run the shipped configurations (`etc/rsyslog.d/mpistat-compute.conf`
-//! and `mpistat-loghost.conf`; changed only: paths, ports, the log host's address, and the
-//! heartbeat and retry intervals, 1 s): a "compute" one reading a private socket with trusted
+//! Two private rsyslogds run the shipped configuration (`etc/rsyslog.d/mpistat.conf` with the
+//! relay roles of `etc/rsyslog/relay-node/` and `relay-loghost/`; changed only: paths, ports, the
+//! log host's address, and the heartbeat and retry intervals, 1 s): a "compute" one reading a private socket with trusted
 //! properties (and, as a site might, a plain TCP input), forwarding over RELP with TLS and a
 //! client certificate on 127.0.0.1 to a "log host" one (which also has a plain syslog port).
 //! Certificates come from `openssl` into a temporary directory. Real MPI jobs of root and of `nobody` end on the compute node; forgers
@@ -15,216 +15,13 @@
 //! connections never get a line into the file. The log host is stopped while two jobs end and
 //! started again: the compute node keeps the unacknowledged records and delivers them.
 
-use mpistat_e2e::certs::TestCa;
-use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
+use mpistat_e2e::relay::{listening, Chain};
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
 
 const NOBODY: u32 = 65534;
-
-/// Whether something listens on TCP `port` (read from /proc: connecting would be a connection
-/// the daemon logs).
-fn listening(port: u16) -> bool {
-    let port = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
-        let table = std::fs::read_to_string(table).unwrap_or_default();
-        table.lines().skip(1).any(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.len() > 3 && fields[1].ends_with(&port) && fields[3] == "0A"
-        })
-    })
-}
-
-/// A site CA, a certificate it signs for `loghost.cluster` and one for `node1.cluster`, and a
-/// self-signed `node1.cluster` one (a forger's), as `<name>.pem` and `<name>.key` in `dir`.
-fn certificates(dir: &Path) {
-    let ca = TestCa::new(dir, "ca", "mpistat test CA");
-    TestCa::new(dir, "rogue", "node1.cluster");
-    ca.issue("loghost", &["loghost.cluster"]);
-    ca.issue("node", &["node1.cluster"]);
-}
-
-/// The relay chain: a compute node's rsyslogd forwarding to a log host's.
-struct Chain {
-    dir: TempDir,
-    compute: RsyslogDaemon,
-    log_host: RsyslogDaemon,
-    /// The compute node's extra plain TCP input.
-    compute_tcp: u16,
-    /// The log host's RELP (TLS) port and its plain syslog port.
-    relp: u16,
-    plain: u16,
-}
-
-impl Chain {
-    fn start() -> Chain {
-        let dir = TempDir::new("relay");
-        let d = dir.path();
-        let certs = d.join("certs");
-        std::fs::create_dir_all(&certs).unwrap();
-        certificates(&certs);
-        let certs = format!("{}/", certs.display());
-        let (relp, plain, compute_tcp) = (free_port(), free_port(), free_port());
-        let (relp_s, plain_s, tcp_s) =
-            (relp.to_string(), plain.to_string(), compute_tcp.to_string());
-        // The log host, with DNS off so that the relay is named by its address, and a plain
-        // syslog port as log hosts have for everything else.
-        let log_host = shipped_rsyslog_config(
-            "mpistat-loghost.conf",
-            &[
-                ("/etc/mpistat/tls/", &certs),
-                (
-                    "/var/log/mpistat/records.log",
-                    &d.join("records.log").display().to_string(),
-                ),
-                ("port=\"2514\"", &format!("port=\"{relp}\"")),
-            ],
-        );
-        let log_host = format!(
-            "global(net.enableDNS=\"off\")\nmodule(load=\"imtcp\")\n\
-             input(type=\"imtcp\" port=\"{plain_s}\")\n{log_host}"
-        );
-        let mut log_host = RsyslogDaemon::start(d, "loghost", &log_host);
-        log_host.wait_until("the log host's ports", || {
-            listening(relp) && listening(plain)
-        });
-        // The compute node: its socket is private, it has a plain TCP input too, and it sends
-        // a heartbeat and retries every second instead of every minute and every ten seconds.
-        let socket = d.join("log.sock").display().to_string();
-        let compute = shipped_rsyslog_config(
-            "mpistat-compute.conf",
-            &[
-                (
-                    "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
-                    &format!(
-                        "module(load=\"imuxsock\" SysSock.Use=\"off\")\n\
-                         input(type=\"imuxsock\" Socket=\"{socket}\" RateLimit.Interval=\"0\" \
-                         Annotate=\"on\" ParseTrusted=\"on\")"
-                    ),
-                ),
-                ("/etc/mpistat/tls/", &certs),
-                (
-                    "target=\"loghost.cluster\" port=\"2514\"",
-                    &format!("target=\"127.0.0.1\" port=\"{relp_s}\""),
-                ),
-                (
-                    "action.resumeInterval=\"10\"",
-                    "action.resumeInterval=\"1\"",
-                ),
-                ("interval=\"60\"", "interval=\"1\""),
-            ],
-        );
-        let compute =
-            format!("module(load=\"imtcp\")\ninput(type=\"imtcp\" port=\"{tcp_s}\")\n{compute}");
-        let mut compute = RsyslogDaemon::start(d, "compute", &compute);
-        let sock = PathBuf::from(&socket);
-        compute.wait_until("the compute node's socket and port", || {
-            sock.exists() && listening(compute_tcp)
-        });
-        // nobody runs jobs and may use the socket.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Chain {
-            dir,
-            compute,
-            log_host,
-            compute_tcp,
-            relp,
-            plain,
-        }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("log.sock")
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("records.log")
-    }
-
-    /// The log host's file.
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log())
-            .map(|s| s.lines().map(str::to_string).collect())
-            .unwrap_or_default()
-    }
-
-    /// Wait until the log host's file holds a record satisfying `pred`; return it.
-    fn wait_for(&self, what: &str, pred: impl Fn(&JobRecord) -> bool) -> JobRecord {
-        let deadline = Instant::now() + RECORD_WAIT;
-        loop {
-            let lines = self.lines();
-            let decoded = mpistat_record::decode(lines.iter().map(String::as_str));
-            if let Some(record) = decoded.records.into_iter().find(&pred) {
-                return record;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no record {what} on the log host.\nlog host:\n{}\ncompute:\n{}\nlines:\n{}",
-                self.log_host.errors(),
-                self.compute.errors(),
-                lines.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// A site config for jobs on the compute node (readable by nobody).
-    fn job_site(&self) -> PathBuf {
-        write_site_config(self.dir.path(), &self.socket(), "local5")
-    }
-
-    /// Open a RELP session on the log host's TLS port with `openssl s_client` (with a client
-    /// certificate `cert` of the test's, or none) and send `message` (a syslog message of
-    /// facility local5). Returns whether the TLS handshake succeeded.
-    fn relp_send(&self, cert: Option<&str>, message: &str) -> bool {
-        let certs = self.dir.path().join("certs");
-        let mut cmd = Command::new("openssl");
-        cmd.args(["s_client", "-quiet", "-connect"])
-            .arg(format!("127.0.0.1:{}", self.relp))
-            .current_dir(&certs)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        if let Some(name) = cert {
-            cmd.args(["-CAfile", "ca.pem", "-cert"])
-                .arg(format!("{name}.pem"))
-                .arg("-key")
-                .arg(format!("{name}.key"));
-        }
-        let mut child = cmd.spawn().expect("openssl s_client");
-        let frame = |txnr: u32, command: &str, data: &str| {
-            format!("{txnr} {command} {} {data}\n", data.len())
-        };
-        let open = "relp_version=0\nrelp_software=mpistat-test\ncommands=syslog";
-        let mut stdin = child.stdin.take().unwrap();
-        // The session is refused or answered; either way, the reply (or end) is read below.
-        let _ = stdin.write_all(frame(1, "open", open).as_bytes());
-        let _ = stdin.write_all(frame(2, "syslog", message).as_bytes());
-        let mut stdout = child.stdout.take().unwrap();
-        // Wait for the answer to the syslog command ("2 rsp 6 200 OK") or the end.
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 256];
-        let answered = loop {
-            use std::io::Read;
-            match stdout.read(&mut buf) {
-                Ok(0) | Err(_) => break false,
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-            if String::from_utf8_lossy(&seen).contains("2 rsp 6 200 OK") {
-                break true;
-            }
-        };
-        drop(stdin);
-        let _ = child.kill();
-        let _ = child.wait();
-        answered
-    }
-}
 
 /// A syslog message (facility local5, RFC 5424) as a forger writes it: `uid=` and all.
 fn forged_message(text: &str) -> String {
@@ -333,7 +130,10 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     // attestation; the forgers' lines as they came.
     let lines = chain.lines();
     let of = |job: &JobRecord| -> Vec<&String> {
-        lines.iter().filter(|l| l.contains(&job.key())).collect()
+        lines
+            .iter()
+            .filter(|l| l.contains(&job.wire_key()))
+            .collect()
     };
     let host = hostname();
     for (job, uid) in [
@@ -392,7 +192,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     let forged = |job: &JobRecord, suffix: &str, detail: &str| {
         let line = format!(
             "forged      {}/{suffix}  {}: job {}: {detail}\n",
-            job.key(),
+            job.wire_key(),
             log.display(),
             job.job_id
         );

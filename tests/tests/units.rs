@@ -1,12 +1,12 @@
-//! The site as shipped: rsyslogd with `etc/rsyslog.d/mpistat.conf` after the host's own global
-//! settings (Debian's `/etc/rsyslog.conf`: file owner, group and modes), the configuration
+//! The site as shipped: rsyslogd with `etc/rsyslog.d/mpistat.conf`, unchanged, after the host's
+//! own global settings (Debian's `/etc/rsyslog.conf`: file owner, group and modes), the configuration
 //! `etc/site.toml` unchanged at `/etc/mpistat/site.toml`, and every service of `systemd/` run
 //! with the privileges its unit gives (user `mpistat`, no homes, a read-only system but its state
 //! directory; see `tests/src/units.rs`). A user's real job is recorded, ingested by the ingest
 //! service, mailed by the digest service, listed by the site-report service and served by the
 //! serve service to the proxy's group only.
 
-use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
+use mpistat_e2e::rsyslog::RsyslogDaemon;
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
 use mpistat_record::wire;
@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Where the shipped units expect the command (the README installs it there).
-const COMMAND: &str = "/usr/local/bin/mpistat";
+/// Where the shipped units expect the command (the `mpistat` package installs it there).
+const COMMAND: &str = "/usr/bin/mpistat";
 const ONE_WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
 
 /// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
@@ -89,29 +89,28 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    // Syslog as shipped, on a private socket, writing where /var/log/mpistat is for the services.
-    let socket = d.join("log.sock");
+    // Syslog as shipped: the snippet unchanged, after the host's global settings, with the
+    // module line of the distribution's rsyslog.conf (its system socket off: /dev/log is the
+    // host's). The daemon sees the test's directories as /run (its socket) and /var/log (the
+    // records file), where the services see /var/log/mpistat too.
+    let run = d.join("run");
     let var_log = d.join("var-log");
-    std::fs::create_dir(&var_log).unwrap();
-    let conf = shipped_rsyslog_config(
-        "mpistat.conf",
-        &[
-            (
-                "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
-                &format!(
-                    "module(load=\"imuxsock\" SysSock.Name=\"{}\" SysSock.Annotate=\"on\" \
-                     SysSock.ParseTrusted=\"on\" SysSock.RateLimit.Interval=\"0\")",
-                    socket.display()
-                ),
-            ),
-            (
-                "/var/log/mpistat/records.log",
-                &var_log.join("mpistat/records.log").display().to_string(),
-            ),
-        ],
+    for dir in [&run, &var_log] {
+        std::fs::create_dir(dir).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let socket = run.join("mpistat-syslog.sock");
+    let snippet = workspace_root().join("etc/rsyslog.d/mpistat.conf");
+    let mut rsyslogd = RsyslogDaemon::start_seeing(
+        d,
+        "rsyslog",
+        &format!(
+            "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}include(file=\"{}\")\n",
+            host_rsyslog_globals(),
+            snippet.display()
+        ),
+        &[(&run, "/run"), (&var_log, "/var/log")],
     );
-    let mut rsyslogd =
-        RsyslogDaemon::start(d, "rsyslog", &format!("{}{conf}", host_rsyslog_globals()));
     rsyslogd.wait_until("the syslog socket", || socket.exists());
 
     // Alice's job, profiled as every job is (the jobs' configuration names the private socket).
@@ -153,8 +152,6 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
         ("/var/lib/mpistat", &state),
         ("/run/mpistat", &run_dir),
     ];
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
-    assert!(readme.contains(&format!("target/release/mpistat {COMMAND}\n")));
     let ingest = Unit::shipped("mpistat-ingest.service");
     assert_eq!(ingest.exec_start("")[0], COMMAND);
     let service = ingest.start("", &site);

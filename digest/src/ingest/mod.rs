@@ -175,6 +175,8 @@ struct SenderLines {
 /// A file read in this run.
 struct FileRead {
     input: Input,
+    /// Its path as rejected entries and stored jobs name it.
+    source: Arc<str>,
     position: Position,
     /// End of the last line read.
     read_to: u64,
@@ -347,7 +349,13 @@ pub fn run_once(
         }
         match (read, written) {
             (_, Err(e)) | (Err(e), _) => Err(e),
-            (Ok(stats), Ok(new_jobs)) => Ok(RunStats { new_jobs, ..stats }),
+            // The writer's rejections were read as records.
+            (Ok(stats), Ok(written)) => Ok(RunStats {
+                new_jobs: written.new_jobs,
+                records: stats.records - written.rejected,
+                rejected: stats.rejected + written.rejected,
+                ..stats
+            }),
         }
     });
     if own_checkpoints {
@@ -383,6 +391,7 @@ impl Run<'_> {
         self.stats.files_read += 1;
         let file = self.files.len();
         self.files.push(FileRead {
+            source: input.path.display().to_string().into(),
             input: input.clone(),
             read_to: opened.offset(),
             position,
@@ -502,17 +511,16 @@ impl Run<'_> {
     /// [`crate::db::FiledJob`]).
     fn accept(&mut self, mut job: JobRow, sender: &Sender, file: usize) {
         let index = &job.index;
-        let forged = trust::forgery(
-            sender,
-            index.uid,
-            &index.user,
-            self.trust_policy(),
-            self.accounts.as_mut(),
-        )
-        .map(|forgery| {
-            let reference = format!("{}/{}", job.key, forgery.suffix);
-            ("forged", reference, forgery.detail)
-        });
+        let claims = trust::Claims {
+            uid: index.uid,
+            user: &index.user,
+            host: &index.host,
+        };
+        let forged = trust::forgery(sender, claims, self.trust_policy(), self.accounts.as_mut())
+            .map(|forgery| {
+                let reference = format!("{}/{}", job.wire_key(), forgery.suffix);
+                ("forged", reference, forgery.detail)
+            });
         // SQLite integers are signed: larger figures cannot be stored (no real job has them).
         let too_large = [
             index.start_unix_ms,
@@ -533,7 +541,7 @@ impl Run<'_> {
             too_large.then(|| {
                 (
                     "corrupt",
-                    job.key.clone(),
+                    job.wire_key(),
                     "a time or sum is beyond 2^63 (cannot be stored)".to_string(),
                 )
             })
@@ -564,6 +572,8 @@ impl Run<'_> {
             None => {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
+                job.origin = sender.origin();
+                job.source = self.files[file].source.clone();
                 self.pending.jobs.push(job);
             }
         }
@@ -575,13 +585,12 @@ impl Run<'_> {
     fn accept_analysis(&mut self, analysis: AnalysisRecord, sender: &Sender, file: usize) {
         let key = analysis.key();
         let source = self.files[file].input.path.display().to_string();
-        let forged = trust::forgery(
-            sender,
-            analysis.uid,
-            &analysis.user,
-            self.trust_policy(),
-            self.accounts.as_mut(),
-        );
+        let claims = trust::Claims {
+            uid: analysis.uid,
+            user: &analysis.user,
+            host: &analysis.host,
+        };
+        let forged = trust::forgery(sender, claims, self.trust_policy(), self.accounts.as_mut());
         if let Some(forgery) = forged {
             self.pending.rejected.push(Rejected {
                 kind: "forged",
@@ -756,10 +765,10 @@ impl Run<'_> {
 fn file_job(job: CompleteJob, rollups: &mut Rollups) -> Outcome {
     match job.kind() {
         Kind::Job => match job.decode() {
-            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(job.key, decoded, rollups))),
+            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(decoded, rollups))),
             Err(problem) => job
                 .indexed()
-                .map(move |indexed| Filed::Job(JobRow::unusable(job.key, indexed, problem))),
+                .map(move |indexed| Filed::Job(JobRow::unusable(indexed, problem))),
         },
         Kind::Analysis => job.analysis().map(Filed::Analysis),
     }

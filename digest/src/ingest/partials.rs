@@ -25,7 +25,7 @@
 //! Held rows stay, marked `merged`, `stored` or `late`, so that reading a record again stores
 //! nothing.
 
-use crate::db::{deflated_record, inflated_record, JobRow};
+use crate::db::{deflated_record, inflated_record, JobRow, Rejected};
 use mpistat_record::{JobIndex, JobRecord};
 use rusqlite::{params, Transaction};
 
@@ -114,6 +114,8 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
     }
     JobRow {
         key: job.key(),
+        origin: None,
+        source: "partial_inbox".into(),
         index: JobIndex::of(&job),
         deflated: deflated_record(&job),
         look,
@@ -129,14 +131,17 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
 /// here was decoded (its record is the one filed).
 ///
 /// A held row notes `now_ms` (the ingest run's clock) as when it was held; a half whose other
-/// half was stored alone is kept as `late` instead (module doc).
+/// half was stored alone is kept as `late` instead (module doc), and a rejected entry says so.
+/// A half held before under the same key and end that is not this record is rejected as a
+/// collision ([`JobRow::collision`]). Also returns how many records were rejected so.
 pub fn sort_out(
     tx: &Transaction,
     jobs: Vec<JobRow>,
     now_ms: u64,
-) -> anyhow::Result<(Vec<JobRow>, bool)> {
+) -> anyhow::Result<(Vec<JobRow>, bool, u64)> {
     let mut store = Vec::with_capacity(jobs.len());
     let mut sorted = false;
+    let mut rejected = 0;
     for job in jobs {
         let Some(half) = job.index.partial.as_deref().and_then(half_of) else {
             store.push(job);
@@ -163,7 +168,15 @@ pub fn sort_out(
             ],
         )?;
         if held == 0 {
-            continue; // read before
+            // Read before, or another record under its key and end.
+            let stored: Vec<u8> = tx
+                .prepare_cached("SELECT record FROM partial_inbox WHERE end_ms = ?1 AND key = ?2")?
+                .query_row(params![record.end_unix_ms, job.key], |row| row.get(0))?;
+            if let Some(collision) = job.collision((stored, job.origin.clone())) {
+                reject(tx, &collision)?;
+                rejected += 1;
+            }
+            continue;
         }
         if let Some((end_ms, key, other, look)) = other_half(tx, half, &record, "held")? {
             for (end_ms, key) in [(record.end_unix_ms, &job.key), (end_ms, &key)] {
@@ -174,11 +187,30 @@ pub fn sort_out(
                 Half::Abort => merged(&record, &other, look),
                 Half::Stopped => merged(&other, &record, look),
             });
-        } else if other_half(tx, half, &record, "stored")?.is_some() {
+        } else if let Some((_, twin, ..)) = other_half(tx, half, &record, "stored")? {
             mark(tx, record.end_unix_ms, &job.key, "late")?;
+            let late = Rejected {
+                kind: "late",
+                reference: job.key.clone(),
+                source: job.source.to_string(),
+                detail: format!(
+                    "job {} of uid {} ({}): a half of a job whose MPI_Abort ran on another \
+                     node, which came after its other half ({twin}) was stored alone; that one \
+                     counts the job, this one is kept in partial_inbox",
+                    record.job_id, record.uid, record.user
+                ),
+                line: None,
+            };
+            reject(tx, &late)?;
+            rejected += 1;
         }
     }
-    Ok((store, sorted))
+    Ok((store, sorted, rejected))
+}
+
+/// Add `rejected` to the rejected entries (once: the same entry again is ignored).
+fn reject(tx: &Transaction, rejected: &Rejected) -> anyhow::Result<()> {
+    crate::db::insert_rejected(tx, rejected)
 }
 
 /// Mark the row (`end_ms`, `key`) of `partial_inbox` as in `state`.
@@ -248,6 +280,8 @@ pub fn lone(tx: &Transaction, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
         let record = inflated_record(&deflated)?;
         jobs.push(JobRow {
             key,
+            origin: None,
+            source: "partial_inbox".into(),
             index: JobIndex::of(&record),
             deflated,
             look,

@@ -14,8 +14,8 @@
 //!
 //! The attestation exists only on the node where the job ran. A compute node's rsyslogd
 //! forwards its line (attestation and its own host name included) over RELP with TLS and a
-//! client certificate (`etc/rsyslog.d/mpistat-compute.conf`); the log host writes in front of it
-//! a field no sender controls (`etc/rsyslog.d/mpistat-loghost.conf`): `relay=<name>` when the
+//! client certificate (`etc/rsyslog/relay-node/`); the log host writes in front of it
+//! a field no sender controls (`etc/rsyslog/relay-loghost/`): `relay=<name>` when the
 //! line came on the authenticated input (the name is the connection's, rsyslog's `$fromhost`),
 //! `unrelayed=<address>` when it came any other way (a plain syslog port, the log host's own
 //! socket). So a log-host line is `relay=<name> <time> <host> uid=<n> pid=<n> <tag><msg>`, and
@@ -41,19 +41,31 @@ const PREFIX_FIELDS: usize = 3;
 
 /// The kernel-attested uid of the line's sender, if the line carries one.
 pub fn attested_uid(line: impl AsRef<[u8]>) -> Option<u32> {
-    let mut fields = line.as_ref().split(|&b| b == b' ');
+    attestation(line.as_ref()).0
+}
+
+/// The kernel-attested uid of the line's sender, if the line carries one, and the host rsyslog
+/// named in front of it (`<time> <host> uid=...`: the field before `uid=`; none when `uid=`
+/// comes first, as in a template without the host).
+fn attestation(line: &[u8]) -> (Option<u32>, Option<&[u8]>) {
+    let mut fields = line.split(|&b| b == b' ');
+    let mut before = None;
     for _ in 0..PREFIX_FIELDS {
-        let field = fields.next()?;
+        let Some(field) = fields.next() else {
+            break;
+        };
         if let Some(value) = field.strip_prefix(b"uid=") {
             let followed_by_pid = fields.next().is_some_and(|f| f.starts_with(b"pid="));
-            if !followed_by_pid || value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
-                return None;
-            }
+            let digits = !value.is_empty() && value.iter().all(u8::is_ascii_digit);
             // ASCII digits.
-            return std::str::from_utf8(value).ok()?.parse().ok();
+            let uid = (followed_by_pid && digits)
+                .then(|| std::str::from_utf8(value).ok()?.parse().ok())
+                .flatten();
+            return (uid, before.filter(|host: &&[u8]| !host.is_empty()));
         }
+        before = Some(field);
     }
-    None
+    (None, None)
 }
 
 /// How a line reached this host's log.
@@ -75,6 +87,22 @@ pub struct Sender {
     pub relay: Relay,
     /// The kernel-attested uid ([`attested_uid`]); `None` for unrelayed lines.
     pub uid: Option<u32>,
+    /// The host the line came from, as the rsyslogd of that host wrote it in front of the
+    /// attestation (the shipped templates write its own name there, never one from the
+    /// message); `None` for unrelayed lines and lines without it.
+    pub node: Option<Arc<str>>,
+}
+
+impl Sender {
+    /// Where the lines came from, as `jobs.origin` keeps it: the host, and ` via <relay>` when
+    /// relayed; none when the line names no host.
+    pub fn origin(&self) -> Option<String> {
+        let node = self.node.as_deref()?;
+        Some(match &self.relay {
+            Relay::Trusted(relay) | Relay::Untrusted(relay) => format!("{node} via {relay}"),
+            Relay::Local | Relay::Unrelayed(_) => node.to_string(),
+        })
+    }
 }
 
 /// The site's trusted relays, and the verdict on every relay name met so far.
@@ -82,6 +110,8 @@ pub struct Sender {
 pub struct Relays {
     patterns: Vec<String>,
     seen: HashMap<Vec<u8>, Relay>,
+    /// Every node name met so far (a line's is looked up, not allocated).
+    nodes: HashMap<Vec<u8>, Arc<str>>,
 }
 
 impl Relays {
@@ -91,7 +121,22 @@ impl Relays {
         Relays {
             patterns,
             seen: HashMap::new(),
+            nodes: HashMap::new(),
         }
+    }
+
+    /// `line`'s attested uid and node ([`attestation`]).
+    fn attested(&mut self, line: &[u8]) -> (Option<u32>, Option<Arc<str>>) {
+        let (uid, node) = attestation(line);
+        let node = node.map(|name| match self.nodes.get(name) {
+            Some(known) => known.clone(),
+            None => {
+                let text: Arc<str> = String::from_utf8_lossy(name).into();
+                self.nodes.insert(name.to_vec(), text.clone());
+                text
+            }
+        });
+        (uid, node)
     }
 
     /// Whether records must come through a trusted relay (some are listed).
@@ -107,9 +152,11 @@ impl Relays {
         } else if let Some(address) = first.strip_prefix(b"unrelayed=") {
             (false, address)
         } else {
+            let (uid, node) = self.attested(line);
             return Sender {
                 relay: Relay::Local,
-                uid: attested_uid(line),
+                uid,
+                node,
             };
         };
         if !self.seen.contains_key(first) {
@@ -124,11 +171,11 @@ impl Relays {
             self.seen.insert(first.to_vec(), relay);
         }
         let relay = self.seen[first].clone();
-        let uid = match relay {
-            Relay::Unrelayed(_) => None,
-            _ => attested_uid(line.get(first.len() + 1..).unwrap_or_default()),
+        let (uid, node) = match relay {
+            Relay::Unrelayed(_) => (None, None),
+            _ => self.attested(line.get(first.len() + 1..).unwrap_or_default()),
         };
-        Sender { relay, uid }
+        Sender { relay, uid, node }
     }
 }
 
@@ -170,19 +217,35 @@ pub struct Policy {
     pub require_attested_uid: bool,
 }
 
-/// Whether a record claiming `uid` and user `name`, whose lines came from `sender`, is forged.
+/// What a record claims about who sent it and from where.
+#[derive(Debug, Clone, Copy)]
+pub struct Claims<'a> {
+    pub uid: u32,
+    pub user: &'a str,
+    /// The host it says it ran on (rank 0's, or where an analysis ran).
+    pub host: &'a str,
+}
+
+/// Whether a record making `claims`, whose lines came from `sender`, is forged.
 /// It is when it came from an untrusted relay, unrelayed, or locally where relays are
 /// required. Without an attested sender it is when relayed or `require_attested_uid`, else
-/// nothing can be checked. With one, it is when the uids differ, and (when `accounts` is given)
-/// when the sender's uid has another name, or `name` another uid, in `accounts`.
+/// only its name is checked ([`name_problem`]). With one, it is when the uids differ, when the
+/// host it claims is not the one its line came from ([`same_host`]), when its name is not a
+/// login name ([`name_problem`]), and (when `accounts` is given) when the sender's uid has
+/// another name, or the name another uid, in `accounts`, or the name is unknown there but a
+/// case variant of another uid's name.
 pub fn forgery(
     sender: &Sender,
-    uid: u32,
-    name: &str,
+    claims: Claims<'_>,
     policy: Policy,
     accounts: Option<&mut Known>,
 ) -> Option<Forgery> {
-    let claims = || format!("claims uid {uid} ({name})");
+    let Claims {
+        uid,
+        user: name,
+        host,
+    } = claims;
+    let describe = || format!("claims uid {uid} ({name})");
     let forged = |suffix: String, detail: String| Some(Forgery { suffix, detail });
     let by = match &sender.relay {
         Relay::Unrelayed(address) => {
@@ -190,49 +253,64 @@ pub fn forgery(
                 "unrelayed".into(),
                 format!(
                     "{}; came from {address} without an authenticated relay",
-                    claims()
+                    describe()
                 ),
             )
         }
         Relay::Local if policy.relays_required => {
             return forged(
                 "unrelayed".into(),
-                format!("{}; no relay delivered it (a log host needs one)", claims()),
+                format!(
+                    "{}; no relay delivered it (a log host needs one)",
+                    describe()
+                ),
             )
         }
         Relay::Untrusted(relay) => {
             return forged(
                 format!("relay {relay}"),
-                format!("{}; relayed by {relay}, not a trusted relay", claims()),
+                format!("{}; relayed by {relay}, not a trusted relay", describe()),
             )
         }
         Relay::Trusted(relay) => Some(relay),
         Relay::Local => None,
     };
-    let Some(sender) = sender.uid else {
-        let required = by.is_some() || policy.require_attested_uid;
-        let detail = match by {
-            Some(relay) => format!(
-                "{}; relayed by {relay} without an attested sender",
-                claims()
-            ),
-            None => format!("{}; syslog attested no sender", claims()),
-        };
-        return required.then(|| Forgery {
-            suffix: "unattested".into(),
-            detail,
-        });
+    let via = by
+        .map(|relay| format!(" (relayed by {relay})"))
+        .unwrap_or_default();
+    let attested = match sender.uid {
+        Some(sender) if sender != uid => {
+            return forged(
+                format!("uid {sender}"),
+                format!("{} but uid {sender} sent it{via}", describe()),
+            )
+        }
+        Some(_) => true,
+        None if by.is_some() || policy.require_attested_uid => {
+            let detail = match by {
+                Some(relay) => format!(
+                    "{}; relayed by {relay} without an attested sender",
+                    describe()
+                ),
+                None => format!("{}; syslog attested no sender", describe()),
+            };
+            return forged("unattested".into(), detail);
+        }
+        None => false,
     };
-    if sender != uid {
-        let via = by
-            .map(|relay| format!(" (relayed by {relay})"))
-            .unwrap_or_default();
+    if let Some(node) = sender.node.as_deref().filter(|node| !same_host(host, node)) {
         return forged(
-            format!("uid {sender}"),
-            format!("{} but uid {sender} sent it{via}", claims()),
+            format!("host {host}"),
+            format!("claims host {host} but its line came from {node}{via}"),
         );
     }
-    let accounts = accounts?;
+    if let Some(problem) = name_problem(name) {
+        return forged(
+            format!("user {name:?}"),
+            format!("claims user {name:?}: {problem}"),
+        );
+    }
+    let accounts = accounts.filter(|_| attested)?;
     let name_forged = |detail| {
         Some(Forgery {
             suffix: format!("user {name}"),
@@ -246,8 +324,44 @@ pub fn forgery(
         Some(other) if other != uid => name_forged(format!(
             "claims user {name} (uid {uid}) but user {name} is uid {other}"
         )),
-        _ => None,
+        Some(_) => None,
+        None => {
+            let lower = name.to_lowercase();
+            let other = accounts.uid_of(&lower).filter(|&other| other != uid)?;
+            forged(
+                format!("user {name:?}"),
+                format!("claims user {name:?}: a case variant of user {lower} (uid {other})"),
+            )
+        }
     }
+}
+
+/// Why `name` cannot be a login name the mails and pages may go by, if it cannot: empty,
+/// with space around it, or with a control character (none of which a password database
+/// gives; a mail to such a name could reach someone else).
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("an empty name")
+    } else if name.trim() != name {
+        Some("a name with surrounding space")
+    } else if name.chars().any(char::is_control) {
+        Some("a name with a control character")
+    } else {
+        None
+    }
+}
+
+/// Whether the host a record names is `node`, the one its line came from: their first labels
+/// agree, ignoring case (a profiler writes the kernel's host name, which may be the full name;
+/// rsyslog writes the short one unless told to keep the domain).
+pub fn same_host(claimed: &str, node: &str) -> bool {
+    let first = |name: &str| {
+        name.split('.')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    };
+    first(claimed) == first(node)
 }
 
 #[cfg(test)]
@@ -302,11 +416,25 @@ mod tests {
         Sender {
             relay: Relay::Local,
             uid,
+            node: None,
+        }
+    }
+
+    fn claims(uid: u32, user: &str) -> Claims<'_> {
+        Claims {
+            uid,
+            user,
+            host: "node1",
         }
     }
 
     fn check(sender: Option<u32>, uid: u32, name: &str) -> Option<Forgery> {
-        forgery(&local(sender), uid, name, SINGLE_HOST, Some(&mut known()))
+        forgery(
+            &local(sender),
+            claims(uid, name),
+            SINGLE_HOST,
+            Some(&mut known()),
+        )
     }
 
     #[test]
@@ -349,9 +477,19 @@ mod tests {
             require_attested_uid: false,
             ..SINGLE_HOST
         };
-        let lenient = forgery(&local(None), 1002, "alice", lenient, Some(&mut known));
+        let lenient = forgery(
+            &local(None),
+            claims(1002, "alice"),
+            lenient,
+            Some(&mut known),
+        );
         assert_eq!(lenient, None);
-        let strict = forgery(&local(None), 1002, "alice", SINGLE_HOST, Some(&mut known));
+        let strict = forgery(
+            &local(None),
+            claims(1002, "alice"),
+            SINGLE_HOST,
+            Some(&mut known),
+        );
         let strict = strict.expect("forged");
         assert_eq!(strict.suffix, "unattested");
         assert_eq!(
@@ -373,7 +511,10 @@ mod tests {
     #[test]
     fn names_are_not_checked_when_the_site_says_so() {
         let sender = local(Some(1002));
-        assert_eq!(forgery(&sender, 1002, "alice", SINGLE_HOST, None), None);
+        assert_eq!(
+            forgery(&sender, claims(1002, "alice"), SINGLE_HOST, None),
+            None
+        );
     }
 
     const LOG_HOST: Policy = Policy {
@@ -437,7 +578,7 @@ mod tests {
 
     fn judge(line: &[u8], policy: Policy) -> Option<Forgery> {
         let sender = log_host().sender(line);
-        forgery(&sender, 0, "root", policy, Some(&mut known()))
+        forgery(&sender, claims(0, "root"), policy, Some(&mut known()))
     }
 
     #[test]
@@ -486,9 +627,99 @@ mod tests {
     fn a_single_host_rejects_relayed_and_unrelayed_lines() {
         let mut relays = Relays::new(Vec::new());
         let relayed = relays.sender(b"relay=node1.cluster t node1 uid=0 pid=7 mpistat: x");
-        let forged = forgery(&relayed, 0, "root", SINGLE_HOST, None).unwrap();
+        let forged = forgery(&relayed, claims(0, "root"), SINGLE_HOST, None).unwrap();
         assert_eq!(forged.suffix, "relay node1.cluster");
-        let own = relays.sender(b"t host uid=0 pid=7 mpistat: x");
-        assert_eq!(forgery(&own, 0, "root", SINGLE_HOST, None), None);
+        let own = relays.sender(b"t node1 uid=0 pid=7 mpistat: x");
+        assert_eq!(forgery(&own, claims(0, "root"), SINGLE_HOST, None), None);
+    }
+
+    #[test]
+    fn the_node_is_the_field_rsyslog_wrote_before_the_attestation() {
+        let mut relays = Relays::new(Vec::new());
+        let site = relays.sender(b"2026-11-23T09:00:00Z node1 uid=1001 pid=42 mpistat: x");
+        assert_eq!(
+            (site.uid, site.node.as_deref()),
+            (Some(1001), Some("node1"))
+        );
+        // The test daemon's template has no host; a message's own words are never one.
+        let bare = relays.sender(b"uid=1001 pid=42 gid=7 mpistat: node9 x");
+        assert_eq!((bare.uid, bare.node), (Some(1001), None));
+        let mut log_host = log_host();
+        let relayed = log_host.sender(b"relay=10.1.2.3 t node7 uid=0 pid=1 mpistat: x");
+        assert_eq!(relayed.node.as_deref(), Some("node7"));
+        let unrelayed = log_host.sender(b"unrelayed=10.9.9.9 t node7 uid=0 pid=1 mpistat: x");
+        assert_eq!(unrelayed.node, None);
+    }
+
+    #[test]
+    fn a_record_names_the_host_its_line_came_from() {
+        let sender = Relays::new(Vec::new()).sender(b"t node1 uid=1001 pid=9 mpistat: x");
+        let at = |host| Claims {
+            uid: 1001,
+            user: "alice",
+            host,
+        };
+        for same in ["node1", "NODE1", "node1.cluster.example"] {
+            assert_eq!(
+                forgery(&sender, at(same), SINGLE_HOST, None),
+                None,
+                "{same}"
+            );
+        }
+        let forged = forgery(&sender, at("node017"), SINGLE_HOST, None).unwrap();
+        assert_eq!(forged.suffix, "host node017");
+        assert_eq!(
+            forged.detail,
+            "claims host node017 but its line came from node1"
+        );
+        let relayed = log_host().sender(b"relay=10.1.2.3 t node1 uid=1001 pid=9 mpistat: x");
+        let forged = forgery(&relayed, at("node017"), LOG_HOST, None).unwrap();
+        assert_eq!(
+            forged.detail,
+            "claims host node017 but its line came from node1 (relayed by 10.1.2.3)"
+        );
+    }
+
+    #[test]
+    fn names_no_password_database_gives_are_forged_even_unknown_here() {
+        // uids 4001-4004 are unknown here.
+        for (uid, name, detail) in [
+            (
+                4001,
+                " root",
+                "claims user \" root\": a name with surrounding space",
+            ),
+            (
+                4002,
+                "root\n",
+                "claims user \"root\\n\": a name with surrounding space",
+            ),
+            (
+                4003,
+                "ro\u{7}ot",
+                "claims user \"ro\\u{7}ot\": a name with a control character",
+            ),
+            (4004, "", "claims user \"\": an empty name"),
+        ] {
+            let forged = check(Some(uid), uid, name).expect(name);
+            assert_eq!(forged.detail, detail);
+            // Also where names are not looked up.
+            let unchecked = forgery(&local(Some(uid)), claims(uid, name), SINGLE_HOST, None);
+            assert_eq!(unchecked.unwrap().detail, detail);
+        }
+    }
+
+    #[test]
+    fn a_case_variant_of_a_known_name_is_forged() {
+        let forged = check(Some(4001), 4001, "ALICE").expect("forged");
+        assert_eq!(forged.suffix, "user \"ALICE\"");
+        assert_eq!(
+            forged.detail,
+            "claims user \"ALICE\": a case variant of user alice (uid 1001)"
+        );
+        // Alice's own uid claiming it: not her name.
+        let own = check(Some(1001), 1001, "Alice").expect("forged");
+        assert_eq!(own.detail, "claims user Alice but uid 1001 is alice");
+        assert_eq!(check(Some(4001), 4001, "carol"), None);
     }
 }

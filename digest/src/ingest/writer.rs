@@ -6,7 +6,8 @@
 //! another node than rank 0 are stored as one job ([`partials`]).
 
 use crate::db::{
-    inflated_record, save_position, Database, IngestBatch, JobRow, Position, Received, Rejected,
+    inflated_record, save_position, Database, IngestBatch, Inserted, JobRow, Position, Received,
+    Rejected,
 };
 use crate::ingest::partials;
 use crate::rollup::{count_in_rebuild, Rollups, Tables};
@@ -33,7 +34,16 @@ pub struct Batch {
     pub positions: Vec<(usize, Position, String)>,
 }
 
-/// Commit the batches from `inbox` until it is closed; returns how many jobs were new. Jobs
+/// What the writer did: jobs stored for the first time, and records rejected here (another
+/// record of their job was stored before, [`JobRow::collision`]; or a half of a job that came
+/// after its twin was stored alone, [`partials`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub new_jobs: u64,
+    pub rejected: u64,
+}
+
+/// Commit the batches from `inbox` until it is closed; returns what it did ([`Written`]). Jobs
 /// marked for the escalation rules ([`JobRow::look`]) are queued for them if they are new.
 /// `incomplete` is the set of keys the database reports as incomplete: inserting one of those
 /// jobs withdraws the report (a lookup here rather than a delete statement for every job).
@@ -49,8 +59,8 @@ pub fn write(
     mut checkpoints: Option<Checkpoints>,
     critical: &SiteReportConfig,
     partial_grace: Duration,
-) -> anyhow::Result<u64> {
-    let mut new_jobs = 0;
+) -> anyhow::Result<Written> {
+    let mut written = Written::default();
     // Position rows made in this run, by file number.
     let mut ids: HashMap<usize, i64> = HashMap::new();
     for batch in inbox {
@@ -71,14 +81,15 @@ pub fn write(
             }
             for job in &batch.jobs {
                 // Mostly empty: then no job's key need be hashed.
-                if !incomplete.is_empty() && incomplete.remove(&job.key) {
-                    statements.clear_incomplete(&job.key)?;
+                if !incomplete.is_empty() && incomplete.remove(&job.wire_key()) {
+                    statements.clear_incomplete(&job.wire_key())?;
                 }
             }
         }
-        let (jobs, sorted) = partials::sort_out(&tx, batch.jobs, now_ms())?;
+        let (jobs, sorted, late) = partials::sort_out(&tx, batch.jobs, now_ms())?;
         let rollups = (!batch.recount && !sorted).then_some(batch.rollups);
-        new_jobs += store(&tx, &jobs, rollups, critical)?;
+        written.rejected += late;
+        store(&tx, &jobs, rollups, critical, &mut written)?;
         for (file, mut position, path) in batch.positions {
             if let Some(id) = ids.get(&file) {
                 position.id = *id;
@@ -94,10 +105,10 @@ pub fn write(
     let held_to_ms = now_ms().saturating_sub(partial_grace.as_millis() as u64);
     let lone = partials::lone(&tx, held_to_ms)?;
     if !lone.is_empty() {
-        new_jobs += store(&tx, &lone, None, critical)?;
+        store(&tx, &lone, None, critical, &mut written)?;
         tx.commit()?;
     }
-    Ok(new_jobs)
+    Ok(written)
 }
 
 /// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row.
@@ -116,7 +127,9 @@ fn write_transaction(db: &mut Database) -> rusqlite::Result<Transaction<'_>> {
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
 }
 
-/// Store `jobs` and count the new ones in the rollups; returns how many were new. `rollups`
+/// Store `jobs` and count the new ones in the rollups, adding to `written` how many were new
+/// and how many were rejected (another record of the job stored before: [`JobRow::collision`],
+/// with a rejected entry; the same record stored before is neither). `rollups`
 /// count every job of `jobs` whose record was read ([`JobRow::counted`]); they are added to the
 /// stored ones when those jobs are all new (the usual case). Otherwise (some counted job was
 /// stored before: a file read again, a job sent twice; or none given) the rollups of the new
@@ -128,12 +141,18 @@ fn store(
     jobs: &[JobRow],
     rollups: Option<Rollups>,
     critical: &SiteReportConfig,
-) -> anyhow::Result<u64> {
+    written: &mut Written,
+) -> anyhow::Result<()> {
     // Whether each job was new.
     let mut new = Vec::with_capacity(jobs.len());
     let mut statements = IngestBatch::new(tx)?;
     for job in jobs {
-        new.push(statements.insert_job(job)?);
+        let inserted = statements.insert_job(job)?;
+        if let Inserted::Collision(rejected) = &inserted {
+            statements.insert_rejected(rejected)?;
+            written.rejected += 1;
+        }
+        new.push(matches!(inserted, Inserted::New));
     }
     drop(statements);
     // The counted jobs, and whether each was new.
@@ -153,7 +172,8 @@ fn store(
         counted().filter(|(_, new)| **new).map(|(job, _)| job),
         critical,
     )?;
-    Ok(new.iter().filter(|new| **new).count() as u64)
+    written.new_jobs += new.iter().filter(|new| **new).count() as u64;
+    Ok(())
 }
 
 /// Commits between two waits for the checkpointer (see [`Checkpoints::before_transaction`]).

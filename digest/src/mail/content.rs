@@ -96,7 +96,14 @@ pub struct TopJob {
     pub load_balance: f64,
     /// Critical-path imbalance, percent of wall time (when the record has the figures).
     pub imbalance_percent: Option<f64>,
+    /// `job_id` and `job_name` are Slurm's as the job's environment claimed them (not verified).
+    #[serde(default)]
+    pub slurm: bool,
 }
+
+/// What the mail says of Slurm facts: the job's environment gave them, nothing verified them.
+pub const SLURM_CLAIMED: &str =
+    "Slurm job ids, names and allocations are as the jobs' environment claimed them, not verified.";
 
 /// Everything one user's mail says.
 #[derive(Debug, Clone, PartialEq)]
@@ -780,6 +787,7 @@ impl UserWeek {
             mpi_percent: 100.0 * job.mpi_fraction(),
             load_balance: load_balance(job),
             imbalance_percent: imbalance_percent(job),
+            slurm: job.slurm.is_some(),
         });
     }
 
@@ -895,9 +903,10 @@ fn recommendations(
     {
         if used < 50.0 && worth.of(t.allocated_cpu_ns - t.allocated_rank_ns) {
             said.push(format!(
-                "Your Slurm jobs ran ranks on only {used:.0} % of the CPUs allocated to them (job \
-                 {job}: {ranks} ranks on {cpus} CPUs): ask for fewer nodes or CPUs, or run more \
-                 ranks per node, unless your ranks run threads on the others."
+                "Your Slurm jobs ran ranks on only {used:.0} % of the CPUs allocated to them, as \
+                 their environment claimed the allocation (job {job}: {ranks} ranks on {cpus} \
+                 CPUs): ask for fewer nodes or CPUs, or run more ranks per node, unless your \
+                 ranks run threads on the others."
             ));
         }
     }
@@ -1102,8 +1111,9 @@ mod tests {
         let said = recommendations(&t, &[], &flags, &worth(&t));
         assert_eq!(
             said[0],
-            "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them (job 7 \"wide\": \
-             8 ranks on 128 CPUs): ask for fewer nodes or CPUs, or run more ranks per node, \
+            "Your Slurm jobs ran ranks on only 6 % of the CPUs allocated to them, as their \
+             environment claimed the allocation (job 7 \"wide\": 8 ranks on 128 CPUs): ask for \
+             fewer nodes or CPUs, or run more ranks per node, \
              unless your ranks run threads on the others."
         );
         let mut full = Totals::default();

@@ -166,6 +166,9 @@ pub fn render(d: &UserDigest) -> String {
         );
     }
     out.push_str("</table></div>\n");
+    if d.top_jobs.iter().any(|j| j.slurm) {
+        let _ = writeln!(out, "<p>{}</p>", escape(super::content::SLURM_CLAIMED));
+    }
     level6(&mut out, d);
     out.push_str("<h3>How to go further</h3>\n");
     for (title, text) in FURTHER {

@@ -89,6 +89,15 @@ pub fn send(
     let mut stats = SendStats::default();
     for week in weeks {
         for mail in mails(db, config, week, user)? {
+            // Ingest rejects such names; jobs stored before it did are not mailed either.
+            if let Some(problem) = crate::ingest::trust::name_problem(&mail.user) {
+                writeln!(
+                    err,
+                    "mpistat: no mail of {:?} for {}: {problem}",
+                    mail.user, mail.tag
+                )?;
+                continue;
+            }
             match db.mail_status(&mail.user, &mail.tag)? {
                 Some(MailStatus::Sent) => {
                     stats.already_sent += 1;

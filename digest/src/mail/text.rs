@@ -174,6 +174,9 @@ pub fn render(d: &UserDigest) -> String {
             j.job_id, j.ranks, j.cpu_hours, j.mpi_percent, j.load_balance, app
         );
     }
+    if d.top_jobs.iter().any(|j| j.slurm) {
+        let _ = writeln!(out, "({})", super::content::SLURM_CLAIMED);
+    }
     if !d.traced.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(out, "Level 6: where your traced jobs waited");

@@ -14,6 +14,7 @@ use crate::cli::SiteReportArgs;
 use crate::db::Database;
 use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::week::IsoWeek;
+use crate::private::{self, Group};
 use anyhow::Context;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
@@ -37,7 +38,8 @@ pub struct Written {
 /// Write the pages of `period` to `out` (created if needed; pages already there are replaced):
 /// the summary pages, a page per user (with the first page of their jobs), and a page per job
 /// the site lists (the first page of critical jobs, traced jobs) and of the jobs `also` names
-/// (by key).
+/// (by key). Pages are mode 0640 and directories 0750, given to `[site_report] group`, whatever
+/// the umask ([`private`]).
 pub fn write_site(
     db: &Database,
     config: &SiteConfig,
@@ -46,12 +48,13 @@ pub fn write_site(
     also: &[String],
 ) -> anyhow::Result<Written> {
     let summary = summary::summarise(db, period, config)?;
+    // Every user's jobs are in them: the service's and the web server's only.
+    let group = Group::named(&config.site_report.group).context("[site_report] group")?;
     for dir in [out.to_path_buf(), out.join("users"), out.join("jobs")] {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
+        private::create_dir_all(&dir, group.as_ref())?;
     }
-    let write = |path: &Path, html: String| {
-        std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))
+    let write = |path: &Path, html: String| -> anyhow::Result<()> {
+        Ok(private::write(path, html.as_bytes(), group.as_ref())?)
     };
     let first = Listing::default();
     let critical = summary::critical_page(db, period, &first, summary.critical_jobs)?;

@@ -801,6 +801,12 @@ fn slurm_groups(out: &mut String, title: &str, groups: &[SlurmGroup], capacity_h
         return;
     }
     let _ = writeln!(out, "<h2>{title}</h2>");
+    // The names come from the jobs' environment; the figures are mpistat's own.
+    let _ = writeln!(
+        out,
+        "<p>As the jobs' environment claimed them, not verified (docs/identity.md); CPU hours \
+         are ranks × wall time as measured.</p>"
+    );
     out.push_str("<table>\n<tr><th>name</th><th>jobs</th><th>CPU h</th><th>share of machine</th><th>MPI %</th><th>load balance</th><th>imbalance %</th><th>critical jobs</th></tr>\n");
     for g in groups {
         let imbalance = g

@@ -143,16 +143,17 @@ pub fn job(
     }
 }
 
-/// The syslog lines of `record` as the site's rsyslog template writes them, attested as sent by
-/// `sender` (`None`: rsyslog could not attest).
+/// The syslog lines of `record` as the site's rsyslog template writes them on the record's host,
+/// attested as sent by `sender` (`None`: rsyslog could not attest).
 pub fn syslog_lines(record: &JobRecord, sender: Option<u32>) -> Vec<String> {
     let uid = sender.map(|u| u.to_string()).unwrap_or_default();
     let pid = sender.map(|_| record.pid.to_string()).unwrap_or_default();
+    let host = &record.host;
     encode(record)
         .into_iter()
         .map(|message| {
             format!(
-                "2026-11-18T10:00:00.000000+00:00 node1 uid={uid} pid={pid} mpistat: {message}\n"
+                "2026-11-18T10:00:00.000000+00:00 {host} uid={uid} pid={pid} mpistat: {message}\n"
             )
         })
         .collect()

@@ -42,6 +42,18 @@ pub const MPICH: Known = Known {
 /// Every known family.
 pub const KNOWN: &[Known] = &[OPEN_MPI, MPICH];
 
+/// The variable a job opts out of profiling with, and the values that do (the same spellings
+/// as `etc/slurm/mpistat-taskprolog.sh`). With one of them the front loads no implementation and
+/// an implementation preloaded or linked directly passes every call through: nothing is read,
+/// counted, printed or sent, however the library came into the process.
+pub const OPT_OUT_VARIABLE: &str = "MPISTAT";
+pub const OPT_OUT_VALUES: &[&str] = &["off", "OFF", "Off", "no", "0", "false"];
+
+/// Whether this process's environment opts out ([`OPT_OUT_VALUES`]).
+pub fn opted_out() -> bool {
+    std::env::var_os(OPT_OUT_VARIABLE).is_some_and(|v| OPT_OUT_VALUES.iter().any(|off| v == *off))
+}
+
 /// The function every implementation exports for the front: the front calls it once, with its
 /// [`ResolveNext`], before it uses anything else of the implementation.
 pub const ATTACH: &CStr = c"mpistat_impl_attach";
@@ -171,6 +183,23 @@ mod tests {
         assert_eq!(plain_name(c"MPI_Send"), None);
         assert_eq!(plain_name(c"PMIx_Fence"), None);
         assert_eq!(plain_name(c"P"), None);
+    }
+
+    #[test]
+    fn the_library_opts_out_with_the_taskprologs_spellings() {
+        let prolog = include_str!("../../../etc/slurm/mpistat-taskprolog.sh");
+        let case = prolog
+            .lines()
+            .find(|l| l.trim_end().ends_with(") exit 0 ;;"))
+            .expect("the TaskProlog's opt-out case");
+        let spellings: Vec<&str> = case
+            .trim_end()
+            .trim_end_matches(") exit 0 ;;")
+            .split('|')
+            .map(str::trim)
+            .collect();
+        assert_eq!(spellings, OPT_OUT_VALUES, "{case}");
+        assert!(prolog.contains(&format!("case ${{{OPT_OUT_VARIABLE}:-}} in")));
     }
 
     #[test]

@@ -263,8 +263,11 @@ fn decide() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The reason a library is not recognised is not used yet: pass-through sends nothing.
-        let ours = crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok());
-        if ours == Some(true) {
+        // A job that opts out is passed through before anything is looked at (the front, when
+        // it is there, loaded no implementation: this is for one preloaded or linked directly).
+        let ours = !known::opted_out()
+            && crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok()) == Some(true);
+        if ours {
             if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
                 crate::peers::announce_at_init();
                 crate::gates::set(crate::gates::COUNTING, true);

@@ -21,7 +21,7 @@ pub fn messages(version: u32, record: &JobRecord, payload: &[u8], record_crc: u3
                 .map(|c| std::str::from_utf8(c).unwrap()),
         )
         .collect();
-    let (key, parts) = (record.key(), data.len());
+    let (key, parts) = (record.wire_key(), data.len());
     data.iter()
         .enumerate()
         .map(|(part, chunk)| {

@@ -14,14 +14,18 @@
 //!   which must be owned by root and neither writable by group/others nor readable by others.
 //!
 //! Admins (`[serve] admins`) see every page; anyone else only their own user page and their own
-//! jobs' pages (403 otherwise). The HTTP server is `tiny_http`: synchronous like the SQLite
-//! queries behind each page, four worker threads each with its own connection, and a small
-//! build (an async stack would add more compile time than these few admins' requests need).
+//! jobs' pages (403 otherwise). The connections, and the limits that hold whoever connects, are
+//! [`server`]'s; requests and answers on the wire [`http`]'s. Pages are made by four workers,
+//! each with its own database connection (the SQLite queries behind a page are synchronous).
+
+pub mod http;
+pub mod server;
 
 use crate::cli::ServeArgs;
 use crate::db::Database;
 use crate::mail::content::TracedJob;
 use crate::mail::week::IsoWeek;
+use crate::private::Group;
 use crate::rollup;
 use crate::site_report::pages::{self, user_slug, Listing, Place};
 use crate::site_report::period::Period;
@@ -30,14 +34,17 @@ use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
 use mpistat_site::SiteConfig;
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::Duration;
 
 const WORKERS: usize = 4;
+/// Identified requests that may wait for a worker before new ones get 503.
+const QUEUE_PER_WORKER: usize = 16;
+/// File descriptors kept for the database, the listener and standard streams.
+const SPARE_FDS: usize = 64;
 
 /// How the server learns who is asking.
 #[derive(Debug, Clone)]
@@ -174,30 +181,6 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
         && std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
 }
 
-/// The group id of `name`.
-fn group_id(name: &str) -> anyhow::Result<u32> {
-    let c_name = CString::new(name).context("group name with a NUL byte")?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: zeroed `group` is a valid out-parameter; getgrnam_r writes only into it and `buf`.
-    let mut group: libc::group = unsafe { std::mem::zeroed() };
-    let mut result = std::ptr::null_mut();
-    // SAFETY: every pointer is valid for the call; `buf.len()` is the buffer's real length.
-    let rc = unsafe {
-        libc::getgrnam_r(
-            c_name.as_ptr(),
-            &mut group,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut result,
-        )
-    };
-    anyhow::ensure!(
-        rc == 0 && !result.is_null(),
-        "[serve] socket_group {name:?}: no such group"
-    );
-    Ok(group.gr_gid)
-}
-
 /// Bind a Unix socket at `path` that only its owner and `group` (empty: ours) can open (mode
 /// 0660; created under umask 0177, so it is never more open than that). A stale socket is
 /// replaced; one a live server answers on, or any other file, is an error.
@@ -222,14 +205,8 @@ pub fn bind_unix(path: &Path, group: &str) -> anyhow::Result<UnixListener> {
     // SAFETY: as above.
     unsafe { libc::umask(old) };
     let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
-    if !group.is_empty() {
-        let gid = group_id(group)?;
-        std::os::unix::fs::chown(path, None, Some(gid)).with_context(|| {
-            format!(
-                "cannot give {} to group {group} (the service must be a member of it)",
-                path.display()
-            )
-        })?;
+    if let Some(group) = Group::named(group).context("[serve] socket_group")? {
+        group.give(path)?;
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
         .with_context(|| format!("cannot set the mode of {}", path.display()))?;
@@ -299,6 +276,11 @@ impl Pages {
         }
     }
 
+    /// The answer to a request without an identity.
+    pub fn unidentified(&self) -> Reply {
+        Reply::error(401, "who are you? (no identity: see [serve] in site.toml)")
+    }
+
     fn is_admin(&self, login: &str) -> bool {
         self.config.serve.admins.iter().any(|a| a == login)
     }
@@ -306,7 +288,7 @@ impl Pages {
     /// The answer to `GET url` by `login` (`None`: not identified).
     pub fn answer(&self, db: &Database, login: Option<&str>, url: &str, now_ms: u64) -> Reply {
         let Some(login) = login else {
-            return Reply::error(401, "who are you? (no identity: see [serve] in site.toml)");
+            return self.unidentified();
         };
         match self.route(db, login, url, now_ms) {
             Ok(reply) => reply,
@@ -465,96 +447,139 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-fn respond(pages: &Pages, db: &Database, request: tiny_http::Request) {
-    let method = request.method().clone();
-    let reply = if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
-        Reply::error(405, "only GET")
-    } else {
-        let login = pages.identify(
-            request
-                .headers()
-                .iter()
-                .map(|h| (h.field.as_str().as_str(), h.value.as_str())),
-        );
-        let reply = pages.answer(db, login.as_deref(), request.url(), now_ms());
+impl Pages {
+    /// The bytes of `reply` on the wire, with the headers every page gets.
+    fn encode(&self, reply: &Reply, head_only: bool) -> Vec<u8> {
+        let content_type = if reply.html {
+            "text/html; charset=utf-8"
+        } else {
+            "text/plain; charset=utf-8"
+        };
+        let mut headers = vec![
+            ("Content-Type", content_type),
+            // The pages need no scripts and no external anything: forbid them outright.
+            (
+                "Content-Security-Policy",
+                "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+            ),
+            ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer"),
+            ("Cache-Control", "private, no-store"),
+        ];
+        if reply.status == 401 && matches!(self.auth, Auth::Tokens(_)) {
+            headers.push(("WWW-Authenticate", "Bearer realm=\"mpistat\""));
+        }
+        http::answer(reply.status, &headers, reply.body.as_bytes(), head_only)
+    }
+}
+
+/// The pages and the database they are made from: what [`server::run`] serves.
+struct Served {
+    pages: Pages,
+    database: PathBuf,
+}
+
+impl server::Site for Served {
+    type Worker = Database;
+
+    fn worker(&self) -> anyhow::Result<Database> {
+        Database::open(&self.database)
+    }
+
+    fn identify(&self, request: &http::Request) -> Option<String> {
+        let headers = request.headers.iter();
+        self.pages
+            .identify(headers.map(|(name, value)| (name.as_str(), value.as_str())))
+    }
+
+    fn unidentified(&self, head_only: bool) -> Vec<u8> {
+        self.pages.encode(&self.pages.unidentified(), head_only)
+    }
+
+    fn answer(&self, db: &mut Database, login: &str, request: &http::Request) -> Vec<u8> {
+        let reply = self
+            .pages
+            .answer(db, Some(login), &request.target, now_ms());
         // A worker thread of its own: nothing here holds the stderr lock.
         let _ = db.report_quarantined(&mut std::io::stderr());
-        reply
-    };
-    let content_type = if reply.html {
-        "text/html; charset=utf-8"
-    } else {
-        "text/plain; charset=utf-8"
-    };
-    let mut response = tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
-    let mut headers = vec![
-        ("Content-Type", content_type),
-        // The pages need no scripts and no external anything: forbid them outright.
-        (
-            "Content-Security-Policy",
-            "default-src 'none'; style-src 'unsafe-inline'; img-src data:",
-        ),
-        ("X-Content-Type-Options", "nosniff"),
-        ("Referrer-Policy", "no-referrer"),
-        ("Cache-Control", "private, no-store"),
-    ];
-    if reply.status == 401 && matches!(pages.auth, Auth::Tokens(_)) {
-        headers.push(("WWW-Authenticate", "Bearer realm=\"mpistat\""));
+        self.pages.encode(&reply, request.head_only)
     }
-    for (name, value) in headers {
-        if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-            response.add_header(header);
+}
+
+/// The limits of `[serve]`, with `max_connections` lowered to what the process's file
+/// descriptors allow (their soft limit is raised to the hard one as far as needed).
+pub fn limits(config: &mpistat_site::ServeConfig) -> server::Limits {
+    let wanted = config.max_connections + SPARE_FDS;
+    // SAFETY: getrlimit and setrlimit only read and write `limit`.
+    let available = unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            wanted as libc::rlim_t
+        } else {
+            if limit.rlim_cur < wanted as libc::rlim_t {
+                let raised = libc::rlimit {
+                    rlim_cur: limit.rlim_max.min(wanted as libc::rlim_t),
+                    rlim_max: limit.rlim_max,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                    limit = raised;
+                }
+            }
+            limit.rlim_cur
         }
+    };
+    let max_connections = config
+        .max_connections
+        .min((available as usize).saturating_sub(SPARE_FDS))
+        .max(1);
+    if max_connections < config.max_connections {
+        eprintln!(
+            "mpistat serve: only {max_connections} connections (of max_connections = {}): the \
+             file descriptor limit is {available} (LimitNOFILE=)",
+            config.max_connections
+        );
     }
-    let _ = request.respond(response);
+    server::Limits {
+        max_connections,
+        max_connections_per_peer: config.max_connections_per_peer.clamp(1, max_connections),
+        request_timeout: Duration::from_secs(config.request_timeout_s.max(1)),
+        response_timeout: Duration::from_secs(config.response_timeout_s.max(1)),
+        queue: WORKERS * QUEUE_PER_WORKER,
+    }
 }
 
 /// Serve on `listen` until killed, `WORKERS` threads each with its own database connection.
 pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result<()> {
-    let (server, place) = match listen {
+    let (listener, place) = match listen {
         Listen::Unix(path) => {
             let group = &pages.config.serve.socket_group;
             let listener = bind_unix(path, group)?;
-            let server = tiny_http::Server::from_listener(listener, None)
-                .map_err(|e| anyhow::anyhow!("cannot serve on {}: {e}", path.display()))?;
             let group = if group.is_empty() { "ours" } else { group };
             let place = format!("unix:{} (mode 0660, group {group})", path.display());
-            (server, place)
+            (server::Listener::Unix(listener), place)
         }
         Listen::Tcp(address) => {
-            let server = tiny_http::Server::http(address)
-                .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?;
-            (server, address.clone())
+            let listener = std::net::TcpListener::bind(address)
+                .with_context(|| format!("cannot listen on {address}"))?;
+            (server::Listener::Tcp(listener), address.clone())
         }
     };
+    let limits = limits(&pages.config.serve);
     let secret = if pages.proxy_secret.is_some() {
         ", proxy secret required"
     } else {
         ""
     };
     eprintln!(
-        "mpistat serve: listening on {place} (auth: {}{secret})",
-        pages.config.serve.auth
+        "mpistat serve: listening on {place} (auth: {}{secret}); at most {} connections, {} per \
+         peer; a request within {} s, its answer taken within {} s",
+        pages.config.serve.auth,
+        limits.max_connections,
+        limits.max_connections_per_peer,
+        limits.request_timeout.as_secs(),
+        limits.response_timeout.as_secs(),
     );
-    let server = Arc::new(server);
-    let pages = Arc::new(pages);
-    let workers: Vec<_> = (0..WORKERS)
-        .map(|_| {
-            let (server, pages, database) = (server.clone(), pages.clone(), database.clone());
-            std::thread::spawn(move || -> anyhow::Result<()> {
-                let db = Database::open(&database)?;
-                for request in server.incoming_requests() {
-                    respond(&pages, &db, request);
-                }
-                Ok(())
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker
-            .join()
-            .map_err(|_| anyhow::anyhow!("a worker panicked"))??;
-    }
+    server::run(Served { pages, database }, listener, limits, WORKERS)?;
     Ok(())
 }
 
