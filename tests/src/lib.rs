@@ -1442,6 +1442,21 @@ pub fn mpistat_binary() -> PathBuf {
     library().with_file_name("mpistat")
 }
 
+/// `mpistat analyze ARGS...`: its report (standard output); it must succeed.
+pub fn mpistat_analyze<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
+    let out = Command::new(mpistat_binary())
+        .arg("analyze")
+        .args(args)
+        .output()
+        .expect("run mpistat analyze");
+    assert!(
+        out.status.success(),
+        "mpistat analyze failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// A real traced job (`delays.c` on `ranks` ranks: a delayed send chain, then barriers after
 /// uneven work; `MPISTAT_TRACE=1`, its trace in `home`): what its record says of the trace.
 pub fn traced_delays_job(mpi: Mpi, ranks: u32, home: &TempDir) -> mpistat_record::model::TraceInfo {

@@ -15,21 +15,6 @@ use mpistat_otf2::reference::{otf2_print_events, python_check};
 use std::path::Path;
 use std::process::Command;
 
-/// `mpistat analyze ARGS...`: its report.
-fn mpistat_analyze(args: &[&Path]) -> String {
-    let out = Command::new(mpistat_binary())
-        .arg("analyze")
-        .args(args)
-        .output()
-        .expect("run mpistat analyze");
-    assert!(
-        out.status.success(),
-        "mpistat analyze failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// Every file of archive `a` is in `b` with the same bytes; the anchor files say the same but
 /// for the trace identifier, which libotf2 draws at random.
 fn assert_same_archive(a: &Path, b: &Path) {

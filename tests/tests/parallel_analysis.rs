@@ -24,17 +24,7 @@ const FORMATS: [&str; 3] = ["text", "json", "wait-states"];
 
 /// `mpistat analyze --format FORMAT DIR`: its standard output.
 fn one_process(dir: &Path, format: &str) -> String {
-    let out = Command::new(mpistat_binary())
-        .args(["analyze", "--format", format])
-        .arg(dir)
-        .output()
-        .expect("run mpistat analyze");
-    assert!(
-        out.status.success(),
-        "mpistat analyze failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    mpistat_analyze(&[Path::new("--format"), Path::new(format), dir])
 }
 
 /// `mpirun -n PROCESSES mpistat-analyze --format FORMAT DIR` (under `mpi`).
