@@ -7,7 +7,8 @@
  * communicator of one runs the same wrapper code as on many, and the MPI's own code takes the
  * same path every time, so the count is the same from run to run.
  *
- *     instructions WORKLOAD N     (WORKLOAD: comm_rank test_null iprobe allreduce1 barrier bcast1)
+ *     instructions WORKLOAD N     (WORKLOAD: comm_rank test_null iprobe allreduce1 barrier bcast1
+ *                                  irecv_wait)
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -38,12 +39,23 @@ static void barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
 
 static void bcast1(void) { MPI_Bcast(&in, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD); }
 
+/* A nonblocking receive of one int from this rank, the send that matches it, and its wait: the
+ * receive's bytes are counted when the wait completes it (docs/counting.md). */
+static void irecv_wait(void) {
+    int sent = 1, received;
+    MPI_Request request;
+    MPI_Irecv(&received, 1, MPI_INT, 0, 4712, MPI_COMM_WORLD, &request);
+    MPI_Send(&sent, 1, MPI_INT, 0, 4712, MPI_COMM_WORLD);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+}
+
 static const struct {
     const char *name;
     void (*call)(void);
 } workloads[] = {
     {"comm_rank", comm_rank}, {"test_null", test_null}, {"iprobe", iprobe},
     {"allreduce1", allreduce1}, {"barrier", barrier}, {"bcast1", bcast1},
+    {"irecv_wait", irecv_wait},
 };
 
 /* The only function callgrind collects in (by name): not inlined, not cloned. */

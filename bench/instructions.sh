@@ -18,7 +18,7 @@ shopt -s inherit_errexit # a failed count inside $(...) stops the script
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-workloads=(comm_rank test_null iprobe allreduce1 barrier bcast1) calls=20000
+workloads=(comm_rank test_null iprobe allreduce1 barrier bcast1 irecv_wait) calls=20000
 case ${1:-} in
     "") ;;
     --small) workloads=(comm_rank allreduce1) calls=5000 ;;

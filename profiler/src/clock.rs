@@ -1,7 +1,8 @@
 //! The wrappers' clock: the invariant TSC where the CPU has one (about 10 ns a read), else
-//! `CLOCK_MONOTONIC`. Ticks are converted to nanoseconds with a rate measured between `MPI_Init`
-//! and the moment of conversion. The choice is made at the first read; that the clock is the TSC
-//! is the wrappers' switch [`gates::TSC`].
+//! `CLOCK_MONOTONIC`. Ticks are converted to nanoseconds with a rate measured between the start
+//! of `MPI_Init` (before the real call) and the moment of conversion, from two [`Anchor`]s,
+//! each a tick read bracketed by two monotonic reads. The choice is made at the first read;
+//! that the clock is the TSC is the wrappers' switch [`gates::TSC`].
 
 use crate::gates;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -101,12 +102,41 @@ pub struct Anchor {
     pub ns: u64,
 }
 
+/// How many brackets [`Anchor::now`] tries at most, and a width it takes at once.
+const BRACKETS: usize = 8;
+const TIGHT_NS: u64 = 2_000;
+
 impl Anchor {
+    /// The two clocks now: the narrowest of a few brackets (monotonic, ticks, monotonic), its
+    /// midpoint the monotonic time of the tick read. A thread descheduled between a plain pair of
+    /// reads (milliseconds on a busy node) skewed the pair by that long, and a rate measured from
+    /// such an anchor over a short job by as much: a rank's wall time once came out 494 ms in a
+    /// job that took 400 (issue 33).
     pub fn now() -> Anchor {
-        Anchor {
-            ticks: ticks(),
-            ns: monotonic_ns(),
+        Anchor::read(ticks, monotonic_ns)
+    }
+
+    fn read(ticks: impl Fn() -> u64, ns: impl Fn() -> u64) -> Anchor {
+        let mut best = (u64::MAX, Anchor { ticks: 0, ns: 0 });
+        for _ in 0..BRACKETS {
+            let before = ns();
+            let t = ticks();
+            let after = ns();
+            let width = after.saturating_sub(before);
+            if width < best.0 {
+                best = (
+                    width,
+                    Anchor {
+                        ticks: t,
+                        ns: before + width / 2,
+                    },
+                );
+            }
+            if width <= TIGHT_NS {
+                break;
+            }
         }
+        best.1
     }
 
     /// Nanoseconds per tick measured from `self` to `later` (1.0 for the monotonic clock or when
@@ -125,7 +155,7 @@ impl Anchor {
 }
 
 /// Nanoseconds per TSC tick measured over a short busy interval (used when the run was too short
-/// for the Init..Finalize anchors to give a rate).
+/// for its anchors to give a rate).
 fn tsc_rate_guess() -> f64 {
     let a = Anchor::now();
     let mut b = Anchor::now();
@@ -133,4 +163,43 @@ fn tsc_rate_guess() -> f64 {
         b = Anchor::now();
     }
     (b.ns - a.ns) as f64 / (b.ticks - a.ticks).max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// An anchor read on a timeline where every read takes 30 ns and the thread is descheduled
+    /// for `stall` ns right after opening each of the first `stalled` brackets; the ticks are the
+    /// timeline's nanoseconds. Returns the anchor's error: its nanoseconds less the time of its
+    /// tick read.
+    fn anchor_error(stalled: usize, stall: u64) -> u64 {
+        let now = Cell::new(1_000_000u64);
+        let monotonic_reads = Cell::new(0usize);
+        let ns = || {
+            let n = monotonic_reads.get();
+            monotonic_reads.set(n + 1);
+            now.set(now.get() + 30);
+            let read = now.get();
+            if n.is_multiple_of(2) && n / 2 < stalled {
+                now.set(now.get() + stall);
+            }
+            read
+        };
+        let ticks = || {
+            now.set(now.get() + 30);
+            now.get()
+        };
+        let anchor = Anchor::read(ticks, ns);
+        anchor.ns.abs_diff(anchor.ticks)
+    }
+
+    #[test]
+    fn an_anchor_is_the_time_of_its_tick_read_even_when_a_read_pair_is_split_by_a_stall() {
+        for stalled in [0, 1, 3, BRACKETS - 1] {
+            let error = anchor_error(stalled, 5_000_000);
+            assert!(error <= 30, "{stalled} stalled brackets: {error} ns off");
+        }
+    }
 }

@@ -46,6 +46,10 @@ struct Job {
     peers: Peers,
     /// Clock reading at the end of `MPI_Init`.
     anchor: Anchor,
+    /// Clock reading at the start of `MPI_Init`, before the real call: the ticks' rate is
+    /// measured from it, over the whole job (`MPI_Init` alone takes a few hundred ms), so that
+    /// a short job's rate does not rest on a few milliseconds.
+    rate_start: Anchor,
     /// Calibrated cost of the counting in one wrapper, in ticks.
     call_cost_ticks: f64,
     detail: Option<Destination>,
@@ -90,6 +94,8 @@ struct Prepared {
     counters: (Vec<String>, Vec<Option<String>>),
     /// Why this rank would trace the job (see [`crate::trace::wish`]).
     trace_wish: Option<usize>,
+    /// Clock reading just before the real `MPI_Init` ([`Job::rate_start`]).
+    rate_start: Option<Anchor>,
 }
 
 static PREPARED: Mutex<Option<Prepared>> = Mutex::new(None);
@@ -134,6 +140,7 @@ fn set_up_before_init() {
         crate::rt::claim_main_thread();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
+            p.rate_start = Some(Anchor::now());
             let (names, unavailable) = std::mem::take(&mut p.counters);
             start_counters(
                 names,
@@ -142,6 +149,7 @@ fn set_up_before_init() {
                 true,
             );
             crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
+            crate::requests::prepare();
             if p.trace_wish.is_some() {
                 crate::trace::prepare(&p.config.trace);
             }
@@ -203,6 +211,7 @@ fn find_out() -> Prepared {
         call_cost_ticks: calibrate_call_cost(),
         counters: (names, unavailable),
         trace_wish: crate::trace::wish(&config, &mut config_problems),
+        rate_start: None,
         config,
         config_problems,
     }
@@ -223,6 +232,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             call_cost_ticks,
             counters: (names, unavailable),
             trace_wish,
+            rate_start,
         }) = taken
         else {
             return;
@@ -253,6 +263,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             config,
             config_problems,
             anchor: Anchor::now(),
+            rate_start: rate_start.unwrap_or_else(Anchor::now),
             call_cost_ticks,
             detail,
             recorded: false,
@@ -287,6 +298,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             world,
             shared,
         );
+        crate::requests::set_shared(shared);
         let on_sigterm = job.init.rank == job.peers.lead && job.config.profiler.record_on_sigterm;
         *JOB.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         register_exit_hook();
@@ -313,11 +325,11 @@ fn calibrate_call_cost() -> f64 {
 
 /// This rank's totals at the moment `now`, with the job-level values filled in.
 fn rank_totals(job: &Job, now: &Anchor, hook_start_ticks: u64) -> RankTotals {
-    let ns_per_tick = job.anchor.ns_per_tick(now);
+    let ns_per_tick = job.rate_start.ns_per_tick(now);
     let mut t = RankTotals::collect(ns_per_tick);
     let init_ns = t.routine_ns(id::MPI_Init) + t.routine_ns(id::MPI_Init_thread);
-    let since_init = now.ticks.wrapping_sub(job.anchor.ticks) as f64 * ns_per_tick;
-    t.set(JobValue::WallNs, since_init as u64 + init_ns);
+    let since_init = now.ns.saturating_sub(job.anchor.ns);
+    t.set(JobValue::WallNs, since_init + init_ns);
     let counting = t.total_calls() as f64 * job.call_cost_ticks;
     let hook = ticks().wrapping_sub(hook_start_ticks) as f64;
     t.set(
@@ -482,7 +494,7 @@ pub fn before_finalize() {
             let estimates = crate::superstep::reduce(
                 &comm,
                 steps,
-                job.anchor.ns_per_tick(&now),
+                job.rate_start.ns_per_tick(&now),
                 useful,
                 crate::mpi::appnum(),
             )
@@ -671,6 +683,7 @@ unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
         rc,
         Traffic::None,
         crate::family::Handle::NONE,
+        rt::After::Nothing,
     );
     apply_pcontrol(level);
     rc
@@ -684,6 +697,7 @@ fn apply_pcontrol(level: c_int) {
     match level {
         0 => {
             gates::set(gates::COUNTING, false);
+            crate::requests::forget_receives();
         }
         1 => {
             gates::set(gates::COUNTING, ENABLED.load(Relaxed));

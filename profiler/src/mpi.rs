@@ -9,15 +9,17 @@ use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
 use crate::family::{predefined, Handle, Predefined};
 use crate::generated::wrappers::{
     NEXT_MPI_Allreduce as ALLREDUCE, NEXT_MPI_Cart_get as CART_GET,
-    NEXT_MPI_Cartdim_get as CARTDIM_GET, NEXT_MPI_Comm_dup as COMM_DUP,
-    NEXT_MPI_Comm_free as COMM_FREE, NEXT_MPI_Comm_get_attr as COMM_GET_ATTR,
-    NEXT_MPI_Comm_group as COMM_GROUP, NEXT_MPI_Comm_rank as COMM_RANK,
-    NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE,
-    NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Get_library_version as LIBRARY_VERSION,
-    NEXT_MPI_Group_free as GROUP_FREE, NEXT_MPI_Group_size as GROUP_SIZE,
-    NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Iprobe as IPROBE,
-    NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV, NEXT_MPI_Reduce as REDUCE,
-    NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
+    NEXT_MPI_Cart_shift as CART_SHIFT, NEXT_MPI_Cartdim_get as CARTDIM_GET,
+    NEXT_MPI_Comm_dup as COMM_DUP, NEXT_MPI_Comm_free as COMM_FREE,
+    NEXT_MPI_Comm_get_attr as COMM_GET_ATTR, NEXT_MPI_Comm_group as COMM_GROUP,
+    NEXT_MPI_Comm_rank as COMM_RANK, NEXT_MPI_Comm_size as COMM_SIZE,
+    NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
+    NEXT_MPI_Dist_graph_neighbors_count as DIST_GRAPH_NEIGHBORS_COUNT,
+    NEXT_MPI_Get_library_version as LIBRARY_VERSION,
+    NEXT_MPI_Graph_neighbors_count as GRAPH_NEIGHBORS_COUNT, NEXT_MPI_Group_free as GROUP_FREE,
+    NEXT_MPI_Group_size as GROUP_SIZE, NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS,
+    NEXT_MPI_Iprobe as IPROBE, NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV,
+    NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
 };
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::mem::transmute;
@@ -306,6 +308,10 @@ type GroupTranslateFn = unsafe extern "C" fn(
 ) -> c_int;
 type GroupFreeFn = unsafe extern "C" fn(*mut crate::ffi::MPI_Group) -> c_int;
 type CartGetFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int;
+type CartShiftFn = unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int;
+type GraphNeighborsCountFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int;
+type DistGraphNeighborsCountFn =
+    unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int;
 
 /// `MPI_Send` of `data` (64-bit words) to `dest` of `comm`.
 pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: MPI_Comm) -> MpiResult<()> {
@@ -412,6 +418,53 @@ pub fn world_ranks_of(comm: MPI_Comm) -> MpiResult<Vec<u32>> {
             free(&mut world_group);
         }
         result
+    }
+}
+
+/// The slots of the out-neighbours of `comm`'s topology in the order of its neighbourhood
+/// collectives' send blocks, each `true` if MPI sends there (a Cartesian topology's neighbour
+/// beyond a non-periodic edge is `MPI_PROC_NULL`: its block is not sent); `None` without a
+/// topology.
+pub fn out_neighbours(comm: MPI_Comm) -> MpiResult<Option<Vec<bool>>> {
+    let mut kind: c_int = 0;
+    // SAFETY: real routines on a valid communicator with out pointers of the right sizes.
+    unsafe {
+        check(transmute::<*mut c_void, CommIntFn>(TOPO_TEST.get())(
+            comm, &mut kind,
+        ))?;
+        if kind == crate::ffi::MPI_CART as c_int {
+            let mut ndims: c_int = 0;
+            check(transmute::<*mut c_void, CommIntFn>(CARTDIM_GET.get())(
+                comm, &mut ndims,
+            ))?;
+            // Per dimension, the neighbour in the negative direction, then the positive one.
+            let mut slots = Vec::with_capacity(2 * ndims.max(0) as usize);
+            for dimension in 0..ndims {
+                let (mut below, mut above) = (0, 0);
+                check(transmute::<*mut c_void, CartShiftFn>(CART_SHIFT.get())(
+                    comm, dimension, 1, &mut below, &mut above,
+                ))?;
+                slots.extend([below, above].map(|r| r != crate::family::PROC_NULL));
+            }
+            Ok(Some(slots))
+        } else if kind == crate::ffi::MPI_GRAPH as c_int {
+            let rank = comm_rank(comm)?;
+            let mut n: c_int = 0;
+            check(transmute::<*mut c_void, GraphNeighborsCountFn>(
+                GRAPH_NEIGHBORS_COUNT.get(),
+            )(comm, rank, &mut n))?;
+            Ok(Some(vec![true; n.max(0) as usize]))
+        } else if kind == crate::ffi::MPI_DIST_GRAPH as c_int {
+            let (mut sources, mut destinations, mut weighted) = (0, 0, 0);
+            check(transmute::<*mut c_void, DistGraphNeighborsCountFn>(
+                DIST_GRAPH_NEIGHBORS_COUNT.get(),
+            )(
+                comm, &mut sources, &mut destinations, &mut weighted
+            ))?;
+            Ok(Some(vec![true; destinations.max(0) as usize]))
+        } else {
+            Ok(None)
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::gates;
 use crate::generated::routines::N_ROUTINES;
 use crate::traffic::{Measured, Traffic};
 use mpistat_record::model::HIST_BUCKETS;
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -59,11 +59,15 @@ pub struct ThreadTable {
 pub static TABLES: Mutex<Vec<&'static ThreadTable>> = Mutex::new(Vec::new());
 
 /// A thread's own state: how deep it is in MPI calls, its table once it has one, and whether
-/// it is the thread trace mode records ([`crate::trace`]).
+/// it is the thread trace mode records ([`crate::trace`]). In this order (the hot path's fields
+/// first, at the shortest offsets).
+#[repr(C)]
 struct ThreadState {
     depth: Cell<u32>,
     table: Cell<Option<&'static ThreadTable>>,
     traced: Cell<bool>,
+    /// What the thread's completing call in progress noted ([`Call::requests`]).
+    requests: UnsafeCell<crate::requests::Scratch>,
 }
 
 thread_local! {
@@ -72,6 +76,7 @@ thread_local! {
             depth: Cell::new(0),
             table: Cell::new(None),
             traced: Cell::new(false),
+            requests: UnsafeCell::new(crate::requests::Scratch::NEW),
         }
     };
 }
@@ -201,6 +206,15 @@ impl Call {
         self.t0
     }
 
+    /// The thread's notes of its completing call in progress ([`crate::requests::watch`]).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub fn requests(&self) -> &mut crate::requests::Scratch {
+        // SAFETY: only the thread's outermost call, this one, uses its notes, and no reference
+        // to them outlives the wrapper's use of them.
+        unsafe { &mut *self.thread().requests.get() }
+    }
+
     /// The call is on the thread that trace mode records (no thread-local lookup: the call
     /// has its thread already).
     #[inline(always)]
@@ -279,11 +293,54 @@ fn now(general: bool) -> u64 {
     }
 }
 
+/// What a call leaves for later or settles from before, besides its own data: its request, a
+/// communicator it made, or requests it completed, started or freed ([`crate::requests`],
+/// [`crate::places`]). A constant variant in each wrapper: `Nothing` costs nothing.
+pub enum After {
+    Nothing,
+    /// The call's traffic was measured before it ([`ahead`]): add it if the call succeeded.
+    Ahead,
+    /// A nonblocking receive or a persistent request was made: its data counts later.
+    Keep(crate::requests::Later),
+    /// Requests may have completed (what the call noted before: [`crate::requests::watch`]).
+    Complete,
+    /// `n` requests at the pointer were started.
+    Start(*const crate::ffi::MPI_Request, c_int),
+    /// The request of this key (0: none kept) was freed.
+    Free(usize),
+    /// A communicator was made at the pointer (`MPI_COMM_NULL` if this rank is not in it).
+    NewComm(*const MPI_Comm),
+}
+
+impl After {
+    /// Whether the call's own traffic counts now (a kept request's counts later).
+    #[inline(always)]
+    fn counts_now(&self) -> bool {
+        !matches!(self, After::Keep(_) | After::Ahead)
+    }
+}
+
+/// Before the real call of a routine whose data counts ahead ([`After::Ahead`]): measure it now
+/// ([`crate::traffic::ahead`]).
+#[inline(always)]
+pub fn ahead(call: &Call, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    let table = if call.general {
+        table_of(call.thread())
+    } else {
+        match call.thread().table.get() {
+            Some(table) => table,
+            None => return,
+        }
+    };
+    crate::traffic::ahead(table, id, traffic, comm);
+}
+
 /// Finish counting a call of routine `id` on `comm` (null if none) that returned `rc`;
-/// `traffic` describes its data and is looked at only when the call succeeded. `traced` is what
-/// trace mode needs to record the call ([`crate::trace::leave`], out of line, with this path's
-/// end time and bytes: nothing is measured twice), else `None` (a constant in the untraced
-/// wrappers: no cost there).
+/// `traffic` describes its data and is looked at only when the call succeeded; `after` is what
+/// else it leaves or settles (a constant variant in each wrapper). `traced` is what trace mode
+/// needs to record the call ([`crate::trace::leave`], out of line, with this path's end time
+/// and bytes: nothing is measured twice), else `None` (a constant in the untraced wrappers: no
+/// cost there).
 #[inline(always)]
 pub fn leave(
     call: Call,
@@ -292,8 +349,9 @@ pub fn leave(
     rc: c_int,
     traffic: Traffic,
     comm: MPI_Comm,
+    after: After,
 ) {
-    leave_as(call, traced, id, rc, traffic, comm, false);
+    leave_as(call, traced, id, rc, traffic, comm, false, after);
 }
 
 /// [`leave`] for a synchronising collective (spec term `superstep`) on `comm`: if it succeeded
@@ -310,11 +368,12 @@ pub fn leave_superstep(
     traffic: Traffic,
     comm: MPI_Comm,
 ) {
-    leave_as(call, traced, id, rc, traffic, comm, true);
+    leave_as(call, traced, id, rc, traffic, comm, true, After::Nothing);
 }
 
 /// [`leave`], and if `superstep` (a constant in each wrapper) [`leave_superstep`]'s boundary,
 /// while the thread is still marked inside MPI (a panic there stays silent, see `guard`).
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn leave_as(
     call: Call,
@@ -324,6 +383,7 @@ fn leave_as(
     traffic: Traffic,
     comm: MPI_Comm,
     superstep: bool,
+    after: After,
 ) {
     let t1 = now(call.general);
     let table = if call.general {
@@ -344,22 +404,62 @@ fn leave_as(
     bump(&c.calls, 1);
     bump(&c.ticks, dt);
     bump(&table.mpi_ticks, dt);
+    let counts_now = after.counts_now();
     // One test of the return code for both (bytes only from successful calls).
     if rc == 0 {
-        if superstep {
+        if matches!(after, After::Ahead) {
+            crate::traffic::add_last(table, id);
+        } else if superstep {
             crate::traffic::record_inline(table, id, traffic, comm);
             crate::superstep::boundary(call.t0, t1, table, id, comm);
-        } else if !traffic.is_none() {
+        } else if !traffic.is_none() && counts_now {
             crate::traffic::record(table, id, traffic, comm);
         }
     }
     if let Some(leaving) = traced {
-        let measured = if rc == 0 && !traffic.is_none() {
-            crate::traffic::measured(table, id)
-        } else {
-            Measured::default()
+        // A persistent request's making moves nothing yet; a receive's posting is recorded
+        // with what its arguments describe.
+        let (traffic, measured) = match after {
+            After::Keep(crate::requests::Later::Persistent { .. }) => {
+                (Traffic::None, Measured::default())
+            }
+            _ if rc != 0 || traffic.is_none() => (traffic, Measured::default()),
+            After::Ahead => (traffic, crate::traffic::measured(table, id)),
+            _ if counts_now => (traffic, crate::traffic::measured(table, id)),
+            _ => (traffic, crate::traffic::measure(table, id, traffic, comm)),
         };
         crate::trace::leave(&call, leaving, t1, rc, traffic, measured);
+    }
+    match after {
+        After::Nothing | After::Ahead => {}
+        After::Keep(crate::requests::Later::Completion(request)) if rc == 0 => {
+            if let Traffic::Elements {
+                count,
+                datatype,
+                peer,
+            } = traffic
+            {
+                if !crate::requests::keep_receive(id, count, datatype, peer, comm, request) {
+                    crate::traffic::record(table, id, traffic, comm);
+                }
+            }
+        }
+        After::Keep(crate::requests::Later::Persistent { request, receive }) if rc == 0 => {
+            crate::requests::keep_persistent(id, traffic, comm, request, receive)
+        }
+        After::Keep(_) => {}
+        After::Complete if call.requests().watching() => {
+            crate::requests::completed(table, call.requests(), rc)
+        }
+        After::Complete => {}
+        After::Start(requests, n) if rc == 0 && crate::requests::live() => {
+            crate::requests::started(table, requests, n)
+        }
+        After::Start(..) => {}
+        After::Free(key) if rc == 0 && key != 0 => crate::requests::freed(key),
+        After::Free(_) => {}
+        After::NewComm(newcomm) if rc == 0 => crate::places::made(newcomm),
+        After::NewComm(_) => {}
     }
     if call.general && gates::is_on(gates::PER_CALL) {
         crate::counters::after_call(id);

@@ -27,14 +27,10 @@ use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
 use crate::rt::ThreadTable;
+use crate::spin::SpinLock;
 use mpistat_record::model::{Imbalance, PartitionImbalance};
-use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
-use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed,
-    Ordering::Release,
-};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
 pub const TAIL: u32 = u32::MAX;
@@ -366,74 +362,6 @@ static SHARED: AtomicBool = AtomicBool::new(true);
 static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
 /// Supersteps kept from [`prepare`] (or [`start`]) to [`finish`]; [`State::NONE`] otherwise.
 static STATE: SpinLock<State> = SpinLock::new(State::NONE);
-
-/// A lock for [`STATE`], which one thread takes for a few nanoseconds per global collective, so
-/// waiting is rare and short. Taking it is one atomic swap and releasing it a plain store, where
-/// `std::sync::Mutex` pays a second atomic read-modify-write on every collective.
-struct SpinLock<T> {
-    locked: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: the value is reached only through a `SpinGuard`, which exists for one thread at a time,
-// or through `unlocked`, whose callers guarantee the same.
-unsafe impl<T: Send> Sync for SpinLock<T> {}
-
-impl<T> SpinLock<T> {
-    const fn new(value: T) -> SpinLock<T> {
-        SpinLock {
-            locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    fn lock(&self) -> SpinGuard<'_, T> {
-        while self.locked.swap(true, Acquire) {
-            while self.locked.load(Relaxed) {
-                std::hint::spin_loop();
-            }
-        }
-        SpinGuard { lock: self }
-    }
-
-    /// The value without taking the lock.
-    ///
-    /// # Safety
-    /// No other thread uses the value, with the lock or without, while the reference lives, and
-    /// its last use happened before this one (no data race).
-    #[allow(clippy::mut_from_ref)]
-    #[inline(always)]
-    unsafe fn unlocked(&self) -> &mut T {
-        // SAFETY: the caller's.
-        unsafe { &mut *self.value.get() }
-    }
-}
-
-/// Holds the lock; releases it when dropped, also while a panic unwinds.
-struct SpinGuard<'a, T> {
-    lock: &'a SpinLock<T>,
-}
-
-impl<T> Deref for SpinGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        // SAFETY: the guard holds the lock.
-        unsafe { &*self.lock.value.get() }
-    }
-}
-
-impl<T> DerefMut for SpinGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the guard holds the lock, and `&mut self` makes this the only reference.
-        unsafe { &mut *self.lock.value.get() }
-    }
-}
-
-impl<T> Drop for SpinGuard<'_, T> {
-    fn drop(&mut self) {
-        self.lock.locked.store(false, Release);
-    }
-}
 
 /// Before the real `MPI_Init`: the buffer of `bytes`, allocated while start-up's pages are mapped
 /// anyway (footprint.rs).

@@ -11,29 +11,38 @@
 use crate::family::Handle;
 use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Status};
 // The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
+use crate::generated::routines::{N_ROUTINES, ROUTINES};
 use crate::generated::wrappers::{
-    NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE, NEXT_MPI_Comm_size as COMM_SIZE,
-    NEXT_MPI_Comm_test_inter as COMM_TEST_INTER, NEXT_MPI_Type_size as TYPE_SIZE,
+    NEXT_MPI_Comm_rank as COMM_RANK, NEXT_MPI_Comm_remote_size as COMM_REMOTE_SIZE,
+    NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
+    NEXT_MPI_Type_size as TYPE_SIZE,
 };
 use crate::rt::{bump, Routine, RoutineId, ThreadTable};
+use crate::spec::Reach;
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
 use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
+/// `MPI_ROOT`: the root of a rooted collective on an intercommunicator passes it.
+const ROOT: c_int = crate::ffi::MPI_ROOT as c_int;
 /// Peer value for collectives without a single peer: no rank and no special rank of any family
 /// (MPICH's `MPI_PROC_NULL` is -1, `MPI_ANY_SOURCE` -2, `MPI_ROOT` -3; Open MPI's -2, -1, -4).
 pub const NO_PEER: c_int = c_int::MIN;
 
-/// The data arguments of one call (copied: trace mode reads them too).
+/// The data arguments of one call (copied: trace mode reads them too). What they come to is
+/// "what is sent": the blocks the call's send arguments name, for every destination its
+/// routine's [`Reach`] gives (docs/counting.md); a receive counts what arrived.
 #[derive(Clone, Copy)]
 pub enum Traffic {
     /// Nothing moved (or nothing we count).
     None,
-    /// `count` elements of `datatype` to or from `peer` (nothing when `peer` is `MPI_PROC_NULL`).
-    /// Collectives give their root as peer (an intercommunicator's non-participants pass
-    /// `MPI_PROC_NULL`), or [`NO_PEER`].
+    /// A block of `count` elements of `datatype`, to or from `peer` (nothing when `peer` is
+    /// `MPI_PROC_NULL`) or, for a collective, to each destination of its routine's [`Reach`]
+    /// (`peer`: the root of a rooted collective, else [`NO_PEER`]). A negative `count` is
+    /// [`in_place`]'s: `!count` elements of a call given `MPI_IN_PLACE`, whose own block stays
+    /// where it is.
     Elements {
         count: MPI_Count,
         datatype: MPI_Datatype,
@@ -54,22 +63,45 @@ pub enum Traffic {
         recv_datatype: MPI_Datatype,
         status: *const MPI_Status,
     },
-    /// A collective whose `buf` may be `MPI_IN_PLACE`: then MPI ignores `count` and `datatype`
-    /// (they may be garbage) and `in_place_count` elements of `in_place_datatype` describe the data.
-    InPlaceOr {
-        buf: *const c_void,
-        count: MPI_Count,
-        datatype: MPI_Datatype,
-        in_place_count: MPI_Count,
-        in_place_datatype: MPI_Datatype,
-    },
-    /// One count per rank of `comm` (its remote group for an intercommunicator), e.g.
-    /// `MPI_Alltoallv`'s `sendcounts` or `MPI_Reduce_scatter`'s `recvcounts`.
+    /// One block of `counts[i]` elements of `datatype` per destination `i` of the routine's
+    /// [`Reach`] (every member of `comm`, of its remote group, or every out-neighbour), e.g.
+    /// `MPI_Alltoallv`'s `sendcounts`; `peer` as for [`Traffic::Elements`]. `in_place`: the call
+    /// was given `MPI_IN_PLACE`, and its own block is not sent.
     PerRank {
         counts: Counts,
         datatype: MPI_Datatype,
-        comm: MPI_Comm,
+        peer: c_int,
+        in_place: bool,
     },
+    /// As [`Traffic::PerRank`] with a datatype per destination (`MPI_Alltoallw`).
+    PerRankTyped {
+        counts: Counts,
+        datatypes: *const MPI_Datatype,
+        in_place: bool,
+    },
+    /// `MPI_Allgatherv` given `MPI_IN_PLACE`: its own block, `counts[rank]` elements of
+    /// `datatype`, to every other member.
+    OwnBlock {
+        counts: Counts,
+        datatype: MPI_Datatype,
+    },
+}
+
+/// The count [`Traffic::Elements`] holds for `count` elements of a call given `MPI_IN_PLACE`
+/// (negative, as no count MPI accepts is): the wrappers pass it in the same register, and a
+/// routine's memo keeps in-place calls apart from the others.
+#[inline(always)]
+pub fn in_place(count: MPI_Count) -> MPI_Count {
+    !count
+}
+
+/// [`Traffic::Elements`]'s count as elements and whether the call was given `MPI_IN_PLACE`.
+fn block_count(count: MPI_Count) -> (MPI_Count, bool) {
+    if count < 0 {
+        (!count, true)
+    } else {
+        (count, false)
+    }
 }
 
 /// A per-rank counts array: `int`s, or `MPI_Count`s in the large-count (`_c`) routines.
@@ -162,8 +194,15 @@ fn received_bytes(status: *const MPI_Status) -> u64 {
     unsafe { <crate::family::Built as crate::family::Family>::received_bytes(status) }
 }
 
-/// Number of entries in a per-rank counts array of `comm`.
-fn per_rank_len(comm: MPI_Comm) -> usize {
+/// The group a collective on `comm` sends to: its size (of the remote group for an
+/// intercommunicator) and whether `comm` is one.
+struct Group {
+    size: u64,
+    inter: bool,
+}
+
+#[link_section = ".text.hot.mpistat"]
+fn group_of(comm: MPI_Comm) -> Group {
     let mut inter: c_int = 0;
     let mut n: c_int = 0;
     // SAFETY: real PMPI routines on a communicator that a successful call just used.
@@ -175,10 +214,120 @@ fn per_rank_len(comm: MPI_Comm) -> usize {
             &COMM_SIZE
         };
         if transmute::<*mut c_void, CommIntFn>(size_fn.get())(comm, &mut n) != 0 {
-            return 0;
+            n = 0;
         }
     }
-    n.max(0) as usize
+    Group {
+        size: n.max(0) as u64,
+        inter: inter != 0,
+    }
+}
+
+/// This rank in `comm` (-1 if MPI cannot say).
+#[link_section = ".text.hot.mpistat"]
+fn rank_in(comm: MPI_Comm) -> c_int {
+    let mut rank: c_int = -1;
+    // SAFETY: as in `group_of`.
+    if unsafe { transmute::<*mut c_void, CommIntFn>(COMM_RANK.get())(comm, &mut rank) } != 0 {
+        return -1;
+    }
+    rank
+}
+
+/// The blocks a collective with `reach` on `comm` (root `root`; `in_place`: given
+/// `MPI_IN_PLACE`) sends: entries `0..len` of its per-destination arguments, but `own` (its
+/// own block, which stays where it is) and, for neighbourhood collectives, the slots whose
+/// neighbour is `MPI_PROC_NULL`. A rank that sends nothing has `len` 0: its send arguments
+/// may be garbage and are never read.
+struct Blocks {
+    len: usize,
+    own: Option<usize>,
+    /// Per slot, whether the neighbour is a process (neighbourhood collectives only).
+    sent_to: Option<Vec<bool>>,
+}
+
+impl Blocks {
+    fn first(len: u64, own: Option<c_int>) -> Blocks {
+        Blocks {
+            len: len as usize,
+            own: own.and_then(|r| usize::try_from(r).ok()),
+            sent_to: None,
+        }
+    }
+
+    fn none() -> Blocks {
+        Blocks::first(0, None)
+    }
+
+    /// Whether block `i` of `0..len` is sent.
+    fn sent(&self, i: usize) -> bool {
+        self.own != Some(i)
+            && self
+                .sent_to
+                .as_ref()
+                .is_none_or(|s| s.get(i) == Some(&true))
+    }
+
+    /// How many blocks are sent.
+    fn count(&self) -> u64 {
+        (0..self.len).filter(|&i| self.sent(i)).count() as u64
+    }
+}
+
+/// [`Blocks`] of a call of a routine with `reach` on `comm`. Asks MPI (sizes, this rank, the
+/// topology) only as far as `reach` needs.
+#[link_section = ".text.hot.mpistat"]
+fn blocks(reach: Reach, comm: MPI_Comm, root: c_int, in_place: bool) -> Blocks {
+    // With MPI_IN_PLACE a rank's own block stays in its buffer.
+    let own = |rank: c_int| in_place.then_some(rank);
+    match reach {
+        Reach::Once => Blocks::first(1, None),
+        Reach::All => {
+            let group = group_of(comm);
+            let me = if in_place { rank_in(comm) } else { -1 };
+            Blocks::first(group.size, own(me))
+        }
+        // Only a participant of an intercommunicator's other group passes a root >= 0 there, as
+        // every rank of an intracommunicator does; only the root may pass MPI_IN_PLACE.
+        Reach::Root => Blocks::first(u64::from(root >= 0 && !in_place), None),
+        Reach::AllFromRoot => {
+            if root == ROOT {
+                return Blocks::first(group_of(comm).size, None);
+            }
+            if root < 0 {
+                return Blocks::none();
+            }
+            let group = group_of(comm);
+            if group.inter || rank_in(comm) != root {
+                return Blocks::none();
+            }
+            Blocks::first(group.size, own(root))
+        }
+        Reach::SelfAndHigher | Reach::Higher => {
+            let (size, me) = (group_of(comm).size, rank_in(comm));
+            let Ok(me) = u64::try_from(me) else {
+                return Blocks::none();
+            };
+            // Blocks me..size, as the slots of an array of that many, less its own block.
+            let others = in_place || reach == Reach::Higher;
+            Blocks::first(size.saturating_sub(me), others.then_some(0))
+        }
+        Reach::Neighbours => neighbour_blocks(comm),
+    }
+}
+
+/// [`blocks`] of a neighbourhood collective: its topology's out-neighbours.
+#[cold]
+#[inline(never)]
+fn neighbour_blocks(comm: MPI_Comm) -> Blocks {
+    match crate::mpi::out_neighbours(comm) {
+        Ok(Some(slots)) => Blocks {
+            len: slots.len(),
+            own: None,
+            sent_to: Some(slots),
+        },
+        _ => Blocks::none(),
+    }
 }
 
 fn elements(count: MPI_Count) -> u64 {
@@ -214,12 +363,34 @@ impl Measured {
             sent: 0,
         }
     }
+
+    /// `self` `times` over.
+    fn times(self, times: u64) -> Measured {
+        Measured {
+            count: self.count.wrapping_mul(times),
+            bytes: self.bytes.wrapping_mul(times),
+            sent: self.sent.wrapping_mul(times),
+        }
+    }
 }
 
-/// What `traffic` stands for. On the hot path (from [`record`]), so placed with the hot
-/// wrappers (footprint.rs).
+/// Each routine's [`Reach`], by id: a small table that the linker places with the hot code
+/// (`profiler/hot.ld`), unlike the whole routine table.
+static REACHES: [Reach; N_ROUTINES] = {
+    let mut reaches = [Reach::Once; N_ROUTINES];
+    let mut id = 0;
+    while id < N_ROUTINES {
+        reaches[id] = ROUTINES[id].reach;
+        id += 1;
+    }
+    reaches
+};
+
+/// What `traffic` of a successful call of routine `id` on `comm` stands for. On the hot path
+/// (from [`record`]), so placed with the hot wrappers (footprint.rs).
 #[link_section = ".text.hot.mpistat"]
-fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
+pub fn measure(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) -> Measured {
+    let reach = REACHES.get(id).copied().unwrap_or(Reach::Once);
     match traffic {
         Traffic::None => Measured::default(),
         Traffic::Elements {
@@ -227,10 +398,18 @@ fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
             datatype,
             peer,
         } => {
-            if peer == PROC_NULL {
-                Measured::of(elements(count), 0)
-            } else {
-                Measured::of(elements(count), bytes_of(table, count, datatype))
+            let (count, in_place) = block_count(count);
+            if reach == Reach::Once {
+                return if peer == PROC_NULL {
+                    Measured::of(elements(count), 0)
+                } else {
+                    Measured::of(elements(count), bytes_of(table, count, datatype))
+                };
+            }
+            // The destinations first: a rank that sends nothing may pass garbage as its type.
+            match blocks(reach, comm, peer, in_place).count() {
+                0 => Measured::default(),
+                n => Measured::of(elements(count), bytes_of(table, count, datatype)).times(n),
             }
         }
         Traffic::Received { count, status, .. } => {
@@ -255,49 +434,82 @@ fn measure(table: &ThreadTable, traffic: Traffic) -> Measured {
                 sent,
             }
         }
-        Traffic::InPlaceOr {
-            buf,
-            count,
-            datatype,
-            in_place_count,
-            in_place_datatype,
-        } => {
-            if buf == IN_PLACE {
-                Measured::of(
-                    elements(in_place_count),
-                    bytes_of(table, in_place_count, in_place_datatype),
-                )
-            } else {
-                Measured::of(elements(count), bytes_of(table, count, datatype))
-            }
-        }
         Traffic::PerRank {
             counts,
             datatype,
-            comm,
+            peer,
+            in_place,
         } => {
-            let total = match counts {
-                Counts::Int(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
-                Counts::Large(c) if !c.is_null() => sum_counts(c, per_rank_len(comm)),
-                _ => return Measured::default(),
+            let blocks = blocks(reach, comm, peer, in_place);
+            let total = per_block(counts, &blocks, |i| i);
+            Measured::of(total, bytes_of(table, total as MPI_Count, datatype))
+        }
+        Traffic::PerRankTyped {
+            counts,
+            datatypes,
+            in_place,
+        } => measure_typed(
+            table,
+            counts,
+            datatypes,
+            &blocks(reach, comm, NO_PEER, in_place),
+        ),
+        Traffic::OwnBlock { counts, datatype } => {
+            let group = group_of(comm);
+            let own = Blocks::first(group.size, Some(rank_in(comm)));
+            let Some(me) = own.own.filter(|&me| me < own.len) else {
+                return Measured::default();
             };
-            let bytes = if total == 0 {
-                0
-            } else {
-                total * cached_type_size(table, datatype)
-            };
-            Measured::of(total, bytes)
+            let block = per_block(counts, &Blocks::first(1, None), |_| me);
+            Measured::of(block, bytes_of(table, block as MPI_Count, datatype)).times(own.count())
         }
     }
 }
 
-/// The elements of `n` counts at `counts`.
-fn sum_counts<C: Copy + Into<MPI_Count>>(counts: *const C, n: usize) -> u64 {
-    // SAFETY: MPI requires `counts` to have one entry per rank of the (remote) group.
-    unsafe { std::slice::from_raw_parts(counts, n) }
-        .iter()
-        .map(|c| elements((*c).into()))
-        .sum()
+/// [`measure`] of [`Traffic::PerRankTyped`]: each block's elements times its type's size.
+#[cold]
+#[inline(never)]
+fn measure_typed(
+    table: &ThreadTable,
+    counts: Counts,
+    datatypes: *const MPI_Datatype,
+    blocks: &Blocks,
+) -> Measured {
+    if datatypes.is_null() {
+        return Measured::default();
+    }
+    let (mut total, mut bytes) = (0u64, 0u64);
+    for i in (0..blocks.len).filter(|&i| blocks.sent(i)) {
+        let count = per_block(counts, &Blocks::first(1, None), |_| i);
+        // SAFETY: MPI requires a datatype per block of the (remote) group or neighbourhood.
+        let datatype = unsafe { *datatypes.add(i) };
+        total = total.wrapping_add(count);
+        bytes = bytes.wrapping_add(bytes_of(table, count as MPI_Count, datatype));
+    }
+    Measured::of(total, bytes)
+}
+
+/// The elements of the sent blocks of `counts` (entry `at(i)` for block `i`; null counts: none).
+#[inline(always)]
+fn per_block(counts: Counts, blocks: &Blocks, at: impl Fn(usize) -> usize) -> u64 {
+    match counts {
+        // SAFETY: MPI requires one entry per block of the (remote) group or neighbourhood.
+        Counts::Int(c) if !c.is_null() => {
+            sum_blocks(blocks, |i| MPI_Count::from(unsafe { *c.add(at(i)) }))
+        }
+        // SAFETY: as above.
+        Counts::Large(c) if !c.is_null() => sum_blocks(blocks, |i| unsafe { *c.add(at(i)) }),
+        _ => 0,
+    }
+}
+
+/// The elements `count(i)` of the sent blocks `i`.
+#[inline(always)]
+fn sum_blocks(blocks: &Blocks, count: impl Fn(usize) -> MPI_Count) -> u64 {
+    (0..blocks.len)
+        .filter(|&i| blocks.sent(i))
+        .map(|i| elements(count(i)))
+        .fold(0u64, u64::wrapping_add)
 }
 
 /// One routine's last call on one thread: its [`Traffic::Elements`] arguments, or a
@@ -567,6 +779,48 @@ pub fn settled(routine: &Routine) -> Settled {
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    remember(table, id, traffic, comm);
+    add_memo(&table.routines[id]);
+}
+
+/// Before a call of routine `id` whose data its arguments tell before it starts (a nonblocking
+/// send, spec term `request` with a send side): make the routine's memo hold what the call
+/// comes to, measuring it on a miss; after the call, [`add_last`] adds it if it succeeded. The
+/// measuring (MPI calls, the placement's lookups, code and data not touched for a while: 1-3 us
+/// on a communicator's first send, measured) then happens before the message leaves, not
+/// between its start and the program's next call, where a reply could arrive in the meantime
+/// and change the order in which `MPI_Waitany` completes (issue 33, `f77/pt2pt/irsendf`).
+#[inline(always)]
+pub fn ahead(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    if let Traffic::Elements {
+        count,
+        datatype,
+        peer,
+    } = traffic
+    {
+        if !table.routines[id].memo.holds(count, datatype, peer, comm) {
+            remember_measured(table, id, traffic, comm);
+        }
+    }
+}
+
+/// [`ahead`]'s miss (one call per routine and key).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn remember_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    remember(table, id, traffic, comm);
+}
+
+/// After a successful call whose memo [`ahead`] made hold what it came to: add it.
+#[inline(always)]
+pub fn add_last(table: &ThreadTable, id: RoutineId) {
+    add_memo(&table.routines[id]);
+}
+
+/// Measure and place `traffic`, and keep what it comes to in the routine's [`Memo`] (with the
+/// key if it has one), not adding it.
+#[inline(always)]
+fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
     settle(routine);
@@ -605,8 +859,9 @@ fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: M
         memo.sent.store(0, Relaxed);
         return;
     };
-    // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time.
-    let generation = if m.bytes > 0 || empty_is_final {
+    // A size MPI could not tell (0 bytes of a non-empty count) is asked again next time; a call
+    // that sends nothing (no count, no destination) is final.
+    let generation = if m.bytes > 0 || m.count == 0 || empty_is_final {
         generation
     } else {
         0
@@ -624,7 +879,6 @@ fn record_measured(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: M
     let (on, off) = placed.unwrap_or_default();
     memo.on_node.store(on, Relaxed);
     memo.off_node.store(off, Relaxed);
-    add_memo(routine);
 }
 
 /// What the last call of routine `id` that [`record`] added on this thread came to (trace mode
@@ -650,7 +904,7 @@ fn measure_and_place(
     traffic: Traffic,
     comm: MPI_Comm,
 ) -> (Measured, Option<(u64, u64)>) {
-    let m = measure(table, traffic);
+    let m = measure(table, id, traffic, comm);
     let placed = crate::places::split(id, &traffic, comm, m.bytes, m.sent);
     (m, placed)
 }

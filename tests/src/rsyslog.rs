@@ -132,8 +132,8 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
     text
 }
 
-/// A single host's rsyslogd running the shipped `etc/rsyslog.d/mpistat.conf` (changed only: a
-/// private socket instead of the system's, and the records file's path), as `mpistat ingest`
+/// A single host's rsyslogd running the shipped `etc/rsyslog.d/mpistat.conf` (changed only: the
+/// path of its own socket and of the records file), as `mpistat ingest`
 /// reads it on a site without a log host: `<time> <host> uid=<n> pid=<n> <tag><msg>`.
 pub struct SingleHost {
     pub dir: crate::TempDir,
@@ -146,24 +146,19 @@ impl SingleHost {
         let dir = crate::TempDir::new(label);
         let d = dir.path();
         let socket = d.join("log.sock");
+        // The test's main configuration loads imuxsock without the system socket, as Debian's
+        // rsyslog.conf loads it with one; the snippet adds its own input, changed only in path.
         let text = shipped_rsyslog_config(
             "mpistat.conf",
             &[
-                (
-                    "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
-                    &format!(
-                        "module(load=\"imuxsock\" SysSock.Use=\"off\")\n\
-                         input(type=\"imuxsock\" Socket=\"{}\" RateLimit.Interval=\"0\" \
-                         Annotate=\"on\" ParseTrusted=\"on\")",
-                        socket.display()
-                    ),
-                ),
+                ("/run/mpistat-syslog.sock", &socket.display().to_string()),
                 (
                     "/var/log/mpistat/records.log",
                     &d.join("records.log").display().to_string(),
                 ),
             ],
         );
+        let text = format!("module(load=\"imuxsock\" SysSock.Use=\"off\")\n{text}");
         let mut daemon = RsyslogDaemon::start(d, "single", &text);
         daemon.wait_until("the socket", || socket.exists());
         use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,7 @@
 //! Issue 34, §1 and §5's user names, end to end with real parts: hostile users (made with
 //! `useradd`, prefix `idn`) send records under their own, correctly attested uid through a
 //! real rsyslogd running the shipped configuration (`etc/rsyslog.d/mpistat.conf`, or the relay
-//! chain of `mpistat-compute.conf` and `mpistat-loghost.conf`); only the content is hostile.
+//! chain of `etc/rsyslog/relay-node/` and `relay-loghost/`); only the content is hostile.
 //!
 //! * A copy of Alice's job (her job id, host, pid and start) sent by Mallory before hers takes
 //!   nothing: both are stored, each its sender's, and her analysis attaches to her job.

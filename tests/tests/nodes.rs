@@ -47,7 +47,8 @@ fn by_peer(
     split
 }
 
-/// `bytes` per rank of a collective on a communicator that spans `spans` nodes or not.
+/// `bytes` sent by each of `ranks` ranks in a collective on a communicator that spans nodes or
+/// not (`spans`).
 fn collective(ranks: u64, bytes: u64, spans: bool) -> NodeBytes {
     let total = ranks * bytes;
     if spans {
@@ -60,6 +61,14 @@ fn collective(ranks: u64, bytes: u64, spans: bool) -> NodeBytes {
             on_node: total,
             off_node: 0,
         }
+    }
+}
+
+/// The bytes `bytes(k)` of a collective on each node's communicator (`k` ranks), all on-node.
+fn on_each_node(nodes: &[(&str, u32)], bytes: impl Fn(u64) -> u64) -> NodeBytes {
+    NodeBytes {
+        on_node: nodes.iter().map(|(_, k)| bytes(u64::from(*k))).sum(),
+        off_node: 0,
     }
 }
 
@@ -138,10 +147,15 @@ fn check_basic_on(mpi: Mpi, nodes: &[(&str, u32)], host_list: &str) {
                 "MPI_Recv",
                 by_peer(nodes, left, |r| 3 * 100 * (left(r) + 1) * 4),
             ),
-            ("MPI_Irecv", by_peer(nodes, right, |_| 2 * 256 * 8)),
+            // What arrived from the right neighbour.
+            (
+                "MPI_Irecv",
+                by_peer(nodes, right, |r| 2 * 10 * (right(r) + 1) * 8),
+            ),
             ("MPI_Isend", by_peer(nodes, left, |r| 2 * 10 * (r + 1) * 8)),
-            ("MPI_Bcast", collective(n, 3 * 25 * 8, true)),
-            ("MPI_Allreduce", collective(n, 5 * 7 * 4, true)),
+            // Rank 0 alone sends, to every rank.
+            ("MPI_Bcast", collective(1, 3 * n * 25 * 8, true)),
+            ("MPI_Allreduce", collective(n, 5 * n * 7 * 4, true)),
         ],
     );
     let text = mpistat_record::report::render(&record);
@@ -200,12 +214,18 @@ fn check_traffic_on(mpi: Mpi, nodes: &[(&str, u32)], host_list: &str) {
             ),
             ("MPI_Isend", by_peer(nodes, left, |_| 100)),
             ("MPI_Recv", by_peer(nodes, right, |_| 100)),
+            // On a node's communicator each of its k ranks sends 8 bytes to each of the k; on
+            // MPI_COMM_WORLD to each of the n.
             (
                 "MPI_Allreduce",
-                sum(collective(n, 8, false), collective(n, 8, spans)),
+                sum(
+                    on_each_node(nodes, |k| k * k * 8),
+                    collective(n, 8 * n, spans),
+                ),
             ),
-            ("MPI_Bcast", collective(n, 16, false)),
-            ("MPI_Allgather", collective(n, 8, spans)),
+            // A node's first rank sends 16 bytes to each of its node's ranks.
+            ("MPI_Bcast", on_each_node(nodes, |k| 16 * k)),
+            ("MPI_Allgather", collective(n, 8 * n, spans)),
         ],
     );
 }

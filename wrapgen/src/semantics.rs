@@ -25,6 +25,10 @@ pub enum SemanticsError {
     UnknownFamily(String),
     #[error("unknown hook `{0}` (init, init_thread, finalize, abort)")]
     UnknownHook(String),
+    #[error(
+        "unknown destination `{0}` (all, root, all_from_root, self_and_higher, higher, neighbours)"
+    )]
+    UnknownReach(String),
     #[error("inconsistent terms: {0}")]
     Inconsistent(&'static str),
     #[error("`{term}` names `{arg}`, which is not a parameter of the prototype")]
@@ -65,6 +69,56 @@ pub struct InPlace {
 pub struct PerRank {
     pub counts: String,
     pub datatype: String,
+}
+
+/// `per_rank_types(COUNTS, TYPES)`: a count and a datatype per destination (`w` collectives).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerRankTypes {
+    pub counts: String,
+    pub datatypes: String,
+}
+
+/// `to(...)`: where a collective sends the block(s) its send arguments name (mirrors
+/// `crate::spec::Reach` of the profiler; none: its one peer, or nowhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    All,
+    Root,
+    AllFromRoot,
+    SelfAndHigher,
+    Higher,
+    Neighbours,
+}
+
+impl Reach {
+    fn parse(word: &str) -> Option<Reach> {
+        Some(match word {
+            "all" => Reach::All,
+            "root" => Reach::Root,
+            "all_from_root" => Reach::AllFromRoot,
+            "self_and_higher" => Reach::SelfAndHigher,
+            "higher" => Reach::Higher,
+            "neighbours" => Reach::Neighbours,
+            _ => return None,
+        })
+    }
+
+    /// The profiler's `Reach` variant.
+    pub fn rust_variant(self) -> &'static str {
+        match self {
+            Reach::All => "All",
+            Reach::Root => "Root",
+            Reach::AllFromRoot => "AllFromRoot",
+            Reach::SelfAndHigher => "SelfAndHigher",
+            Reach::Higher => "Higher",
+            Reach::Neighbours => "Neighbours",
+        }
+    }
+
+    /// Whether the root's rank decides who sends.
+    fn needs_root(self) -> bool {
+        matches!(self, Reach::Root | Reach::AllFromRoot)
+    }
 }
 
 /// The job-level hooks of `crate::hooks`.
@@ -146,7 +200,9 @@ pub struct Semantics {
     pub root: Option<String>,
     pub in_place: Option<InPlace>,
     pub per_rank: Option<PerRank>,
-    pub only_if_rank: Option<String>,
+    pub per_rank_types: Option<PerRankTypes>,
+    /// `to(...)`: the destinations of a collective's blocks.
+    pub reach: Option<Reach>,
     pub comm: Option<String>,
     pub hook: Option<Hook>,
     pub wrapping: Wrapping,
@@ -162,8 +218,21 @@ pub struct Semantics {
     pub request: Option<String>,
     /// The requests a `MPI_Wait*`/`MPI_Test*` call may complete (trace mode only).
     pub completes: Option<Completion>,
-    /// The `MPI_Comm *` a communicator-creating call fills (trace mode only).
+    /// The `MPI_Comm *` a communicator-creating call fills (its members are looked up then).
     pub newcomm: Option<String>,
+    /// `posts`: a nonblocking receive, counted when its request (`request`) completes.
+    pub posts: bool,
+    /// `persistent(REQUEST)`: a persistent request, counted at each start (a receive: at each
+    /// completion).
+    pub persistent: Option<String>,
+    /// `flag(ARG)`: the `int *` flag of a completing test.
+    pub flag: Option<String>,
+    /// `index(ARG)`: the `int *` index of the request `MPI_Waitany`/`MPI_Testany` completed.
+    pub index: Option<String>,
+    /// `starts(COUNT, REQUESTS)`: the requests `MPI_Start`/`MPI_Startall` start.
+    pub starts: Option<(Count, String)>,
+    /// `frees(REQUEST)`: the request `MPI_Request_free` frees.
+    pub frees: Option<String>,
     /// The families whose `mpi.h` declares the routine (`families(...)`); `None`: every family.
     pub families: Option<Vec<crate::spec::Family>>,
 }
@@ -172,10 +241,13 @@ pub struct Semantics {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TrafficPlan {
     None,
-    /// `peer: None` is `traffic::NO_PEER`.
+    /// A block of `side` (per destination of the routine's reach); `peer: None` is
+    /// `traffic::NO_PEER`. With `in_place`, its count and type when `in_place.buf` is
+    /// `MPI_IN_PLACE` (an `OwnBlock` if that count is a per-rank array).
     Elements {
         side: Side,
         peer: Option<String>,
+        in_place: Option<InPlace>,
     },
     Received {
         side: Side,
@@ -187,21 +259,18 @@ pub enum TrafficPlan {
         recv: Side,
         status: String,
     },
-    InPlaceOr {
-        side: Side,
-        in_place: InPlace,
-    },
     /// With `in_place`, `in_place.count` is the per-rank array used when `in_place.buf` is
     /// `MPI_IN_PLACE`.
     PerRank {
         per_rank: PerRank,
-        comm: String,
+        peer: Option<String>,
         in_place: Option<InPlace>,
     },
-    /// Counted only when the argument is a rank (`>= 0`), else nothing.
-    OnlyIfRank {
-        rank: String,
-        plan: Box<TrafficPlan>,
+    /// A count and a datatype per destination; with `in_place`, `(buf, counts, datatypes)` used
+    /// when `buf` is `MPI_IN_PLACE`.
+    PerRankTyped {
+        per_rank: PerRankTypes,
+        in_place: Option<(String, PerRankTypes)>,
     },
 }
 
@@ -324,14 +393,17 @@ impl Semantics {
                     };
                     set(slot, t, side)?;
                 }
-                "status" | "peer" | "root" | "only_if_rank" | "comm" | "tag" | "request"
-                | "newcomm" => {
+                "status" | "peer" | "root" | "comm" | "tag" | "request" | "newcomm"
+                | "persistent" | "flag" | "index" | "frees" => {
                     let a = name_arg(t, &arity(1)?[0])?;
                     let slot = match t {
                         "status" => &mut s.status,
                         "peer" => &mut s.peer,
                         "root" => &mut s.root,
-                        "only_if_rank" => &mut s.only_if_rank,
+                        "persistent" => &mut s.persistent,
+                        "flag" => &mut s.flag,
+                        "index" => &mut s.index,
+                        "frees" => &mut s.frees,
                         "tag" => &mut s.tag,
                         "request" => &mut s.request,
                         "newcomm" => &mut s.newcomm,
@@ -381,6 +453,25 @@ impl Semantics {
                     };
                     set(&mut s.in_place, t, ip)?;
                 }
+                "to" => {
+                    let a = arity(1)?;
+                    let reach = Reach::parse(&a[0])
+                        .ok_or_else(|| SemanticsError::UnknownReach(a[0].clone()))?;
+                    set(&mut s.reach, t, reach)?;
+                }
+                "starts" => {
+                    let a = arity(2)?;
+                    let starts = (count_arg(t, &a[0])?, name_arg(t, &a[1])?);
+                    set(&mut s.starts, t, starts)?;
+                }
+                "per_rank_types" => {
+                    let a = arity(2)?;
+                    let types = PerRankTypes {
+                        counts: name_arg(t, &a[0])?,
+                        datatypes: name_arg(t, &a[1])?,
+                    };
+                    set(&mut s.per_rank_types, t, types)?;
+                }
                 "per_rank" => {
                     let a = arity(2)?;
                     set(
@@ -421,7 +512,7 @@ impl Semantics {
                     };
                     set(&mut s.hook, t, hook)?;
                 }
-                "superstep" | "hot" => {
+                "superstep" | "hot" | "posts" => {
                     if args.is_some() {
                         return Err(SemanticsError::Arity {
                             term,
@@ -429,10 +520,10 @@ impl Semantics {
                             got: 1,
                         });
                     }
-                    let flag = if t == "hot" {
-                        &mut s.hot
-                    } else {
-                        &mut s.superstep
+                    let flag = match t {
+                        "hot" => &mut s.hot,
+                        "posts" => &mut s.posts,
+                        _ => &mut s.superstep,
                     };
                     if *flag {
                         return Err(SemanticsError::Repeated(term));
@@ -472,11 +563,12 @@ impl Semantics {
             .iter()
             .filter(|s| s.is_some())
             .count();
+        let per_destination = self.per_rank.is_some() || self.per_rank_types.is_some();
         if self.wrapping != Wrapping::Generated
-            && (sides > 0 || self.per_rank.is_some() || self.hook.is_some())
+            && (sides > 0 || per_destination || self.hook.is_some() || self.after_count() > 0)
         {
             return Err(Inconsistent(
-                "a routine without a generated wrapper has no traffic or hook",
+                "a routine without a generated wrapper has no traffic, hook or later work",
             ));
         }
         if self.superstep && (self.comm.is_none() || self.wrapping != Wrapping::Generated) {
@@ -485,15 +577,17 @@ impl Semantics {
         if self.data.is_some() && sides > 1 {
             return Err(Inconsistent("data excludes send and recv"));
         }
-        if self.per_rank.is_some() && sides > 0 {
-            return Err(Inconsistent("per_rank excludes send, recv and data"));
+        if per_destination
+            && (sides > 0 || (self.per_rank.is_some() && self.per_rank_types.is_some()))
+        {
+            return Err(Inconsistent(
+                "per_rank and per_rank_types exclude each other and send, recv and data",
+            ));
         }
         if self.status.is_some() && self.recv.is_none() {
             return Err(Inconsistent("status needs recv"));
         }
-        if self.in_place.is_some()
-            && (self.status.is_some() || (sides != 1 && self.per_rank.is_none()))
-        {
+        if self.in_place.is_some() && (self.status.is_some() || (sides != 1 && !per_destination)) {
             return Err(Inconsistent(
                 "in_place needs exactly one side (or per_rank) and no status",
             ));
@@ -501,16 +595,72 @@ impl Semantics {
         if self.peer.is_some() && self.root.is_some() {
             return Err(Inconsistent("peer and root exclude each other"));
         }
+        match self.reach {
+            Some(_) if self.comm.is_none() => return Err(Inconsistent("to needs comm")),
+            Some(_) if self.send.is_none() && !per_destination => {
+                return Err(Inconsistent("to needs send, per_rank or per_rank_types"))
+            }
+            Some(r) if r.needs_root() != self.root.is_some() => {
+                return Err(Inconsistent(
+                    "to(root) and to(all_from_root) need root, others not",
+                ))
+            }
+            None if per_destination => {
+                return Err(Inconsistent("per_rank and per_rank_types need to"))
+            }
+            _ => {}
+        }
+        if self.after_count() > 1 {
+            return Err(Inconsistent(
+                "posts, persistent, completes, starts, frees and newcomm exclude each other",
+            ));
+        }
+        if self.posts && (self.recv.is_none() || self.status.is_some() || self.request.is_none()) {
+            return Err(Inconsistent("posts needs recv and request, and no status"));
+        }
+        if self.persistent.is_some() && (sides == 0 && !per_destination || self.status.is_some()) {
+            return Err(Inconsistent("persistent needs traffic, and no status"));
+        }
+        if (self.flag.is_some() || self.index.is_some()) && self.completes.is_none() {
+            return Err(Inconsistent("flag and index need completes"));
+        }
         let peer = self.peer.clone().or_else(|| self.root.clone());
         let plan = if let Some(per_rank) = &self.per_rank {
-            let comm = self
-                .comm
-                .clone()
-                .ok_or(Inconsistent("per_rank needs comm"))?;
+            let in_place = self.in_place.clone();
+            if in_place
+                .as_ref()
+                .is_some_and(|ip| matches!(ip.count, Count::Literal(_)))
+            {
+                return Err(Inconsistent(
+                    "per_rank's in_place count is a per-rank array",
+                ));
+            }
             TrafficPlan::PerRank {
                 per_rank: per_rank.clone(),
-                comm,
-                in_place: self.in_place.clone(),
+                peer,
+                in_place,
+            }
+        } else if let Some(types) = &self.per_rank_types {
+            let in_place = match &self.in_place {
+                None => None,
+                Some(InPlace {
+                    buf,
+                    count: Count::Arg(counts),
+                    datatype,
+                }) => Some((
+                    buf.clone(),
+                    PerRankTypes {
+                        counts: counts.clone(),
+                        datatypes: datatype.clone(),
+                    },
+                )),
+                Some(_) => {
+                    return Err(Inconsistent("per_rank_types's in_place names arrays"));
+                }
+            };
+            TrafficPlan::PerRankTyped {
+                per_rank: types.clone(),
+                in_place,
             }
         } else if let (Some(send), Some(recv)) = (&self.send, &self.recv) {
             let status = self
@@ -533,18 +683,15 @@ impl Semantics {
             .or(self.recv.as_ref())
             .or(self.data.as_ref())
         {
-            match (&self.in_place, &self.status) {
-                (Some(ip), _) => TrafficPlan::InPlaceOr {
-                    side: side.clone(),
-                    in_place: ip.clone(),
-                },
-                (None, Some(status)) => TrafficPlan::Received {
+            match &self.status {
+                Some(status) => TrafficPlan::Received {
                     side: side.clone(),
                     status: status.clone(),
                 },
-                (None, None) => TrafficPlan::Elements {
+                None => TrafficPlan::Elements {
                     side: side.clone(),
                     peer,
+                    in_place: self.in_place.clone(),
                 },
             }
         } else {
@@ -553,16 +700,22 @@ impl Semantics {
             }
             TrafficPlan::None
         };
-        match &self.only_if_rank {
-            Some(_) if plan == TrafficPlan::None => {
-                Err(Inconsistent("only_if_rank without traffic"))
-            }
-            Some(rank) => Ok(TrafficPlan::OnlyIfRank {
-                rank: rank.clone(),
-                plan: Box::new(plan),
-            }),
-            None => Ok(plan),
-        }
+        Ok(plan)
+    }
+
+    /// How many terms ask for work after the call besides the traffic (at most one may).
+    fn after_count(&self) -> usize {
+        [
+            self.posts,
+            self.persistent.is_some(),
+            self.completes.is_some(),
+            self.starts.is_some(),
+            self.frees.is_some(),
+            self.newcomm.is_some(),
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count()
     }
 
     /// Every argument the terms name, with the term that names it and the C type it must have.
@@ -584,8 +737,11 @@ impl Semantics {
             ("status", &self.status, ArgKind::Status),
             ("peer", &self.peer, ArgKind::Int),
             ("root", &self.root, ArgKind::Int),
-            ("only_if_rank", &self.only_if_rank, ArgKind::Int),
             ("comm", &self.comm, ArgKind::Comm),
+            ("persistent", &self.persistent, ArgKind::Requests),
+            ("flag", &self.flag, ArgKind::IntOut),
+            ("index", &self.index, ArgKind::IntOut),
+            ("frees", &self.frees, ArgKind::Requests),
         ] {
             if let Some(a) = arg {
                 out.push((term, a.clone(), kind));
@@ -593,19 +749,35 @@ impl Semantics {
         }
         if let Some(ip) = &self.in_place {
             out.push(("in_place", ip.buf.clone(), ArgKind::Buffer));
+            let typed = self.per_rank_types.is_some();
             if let Count::Arg(c) = &ip.count {
-                let kind = if self.per_rank.is_some() {
+                let kind = if self.per_rank.is_some() || typed {
                     ArgKind::Counts
                 } else {
-                    ArgKind::Count
+                    ArgKind::CountOrCounts
                 };
                 out.push(("in_place", c.clone(), kind));
             }
-            out.push(("in_place", ip.datatype.clone(), ArgKind::Datatype));
+            let kind = if typed {
+                ArgKind::Datatypes
+            } else {
+                ArgKind::Datatype
+            };
+            out.push(("in_place", ip.datatype.clone(), kind));
         }
         if let Some(pr) = &self.per_rank {
             out.push(("per_rank", pr.counts.clone(), ArgKind::Counts));
             out.push(("per_rank", pr.datatype.clone(), ArgKind::Datatype));
+        }
+        if let Some(pr) = &self.per_rank_types {
+            out.push(("per_rank_types", pr.counts.clone(), ArgKind::Counts));
+            out.push(("per_rank_types", pr.datatypes.clone(), ArgKind::Datatypes));
+        }
+        if let Some((count, requests)) = &self.starts {
+            if let Count::Arg(n) = count {
+                out.push(("starts", n.clone(), ArgKind::Int));
+            }
+            out.push(("starts", requests.clone(), ArgKind::Requests));
         }
         for (term, arg, kind) in [
             ("tag", &self.tag, ArgKind::Int),
@@ -659,6 +831,12 @@ impl Semantics {
                 ArgKind::Int => ty.is_int(),
                 ArgKind::Count => ty.is_int() || ty.is_value_of("MPI_Count"),
                 ArgKind::Datatype => ty.is_value_of("MPI_Datatype"),
+                ArgKind::Datatypes => ty.base == "MPI_Datatype" && ty.indirections() == 1,
+                ArgKind::CountOrCounts => {
+                    ty.is_int()
+                        || ty.is_value_of("MPI_Count")
+                        || ((ty.base == "int" || ty.base == "MPI_Count") && ty.indirections() == 1)
+                }
                 ArgKind::Comm => ty.is_value_of("MPI_Comm"),
                 ArgKind::Status => {
                     ty.base == "MPI_Status"
@@ -725,7 +903,10 @@ enum ArgKind {
     Int,
     /// An element count: `int`, or `MPI_Count` in the large-count (`_c`) routines.
     Count,
+    /// An in-place count that may be a per-rank array (its own entry: `MPI_Allgatherv`).
+    CountOrCounts,
     Datatype,
+    Datatypes,
     Comm,
     Status,
     Buffer,
@@ -741,7 +922,9 @@ impl ArgKind {
         match self {
             ArgKind::Int => "`int`",
             ArgKind::Count => "`int` or `MPI_Count`",
+            ArgKind::CountOrCounts => "`int` or `MPI_Count`, or an array of them",
             ArgKind::Datatype => "`MPI_Datatype`",
+            ArgKind::Datatypes => "an `MPI_Datatype` array",
             ArgKind::Comm => "`MPI_Comm`",
             ArgKind::Status => "`MPI_Status *`",
             ArgKind::Buffer => "a buffer pointer",

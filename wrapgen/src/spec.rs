@@ -279,7 +279,8 @@ mod tests {
                     count: Count::Arg("count".into()),
                     datatype: "datatype".into()
                 },
-                peer: Some("dest".into())
+                peer: Some("dest".into()),
+                in_place: None,
             }
         );
         assert_eq!(rows[1].semantics.hook, Some(Hook::Finalize));
@@ -385,12 +386,32 @@ p2p | int MPI_Recv(void *buf, int count, MPI_Datatype datatype) | status(status)
                 ..
             }
         ));
-        let plan = Semantics::parse("recv(c, t) in_place(rb, 0, st) root(root) only_if_rank(root)")
+        let plan = Semantics::parse("send(c, t) in_place(rb, 0, st) root(root) to(root) comm(k)")
             .unwrap()
             .traffic()
             .unwrap();
-        assert!(
-            matches!(plan, TrafficPlan::OnlyIfRank { plan, .. } if matches!(*plan, TrafficPlan::InPlaceOr { .. }))
-        );
+        assert!(matches!(
+            plan,
+            TrafficPlan::Elements {
+                in_place: Some(_),
+                peer: Some(_),
+                ..
+            }
+        ));
+        for (terms, why) in [
+            ("send(c, t) to(all)", "to needs comm"),
+            ("send(c, t) comm(k) to(root)", "to(root) needs root"),
+            ("send(c, t) comm(k) to(nowhere)", "unknown destination"),
+            ("per_rank(cs, t) comm(k)", "per_rank needs to"),
+            ("recv(c, t) posts", "posts needs request"),
+            (
+                "recv(c, t) request(r) posts persistent(r)",
+                "one later term",
+            ),
+            ("comm(k) persistent(r)", "persistent needs traffic"),
+            ("flag(f)", "flag needs completes"),
+        ] {
+            assert!(Semantics::parse(terms).is_err(), "{why}: {terms}");
+        }
     }
 }

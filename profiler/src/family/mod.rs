@@ -122,6 +122,11 @@ pub trait Family {
     /// # Safety
     /// `status` points to a status the MPI library filled.
     unsafe fn received_bytes(status: *const MPI_Status) -> u64;
+    /// Whether a completed receive's `status` (not null) says it was cancelled.
+    ///
+    /// # Safety
+    /// As for [`Family::received_bytes`].
+    unsafe fn status_cancelled(status: *const MPI_Status) -> bool;
     /// The source rank of a successful receive's `status` (not null): the standard's public
     /// field, in every family.
     ///

@@ -82,6 +82,11 @@ impl Family for Mpich {
         let hi = ((*status).count_hi_and_cancelled as u32 >> 1) as u64;
         (hi << 32) | lo
     }
+
+    // MPIR_STATUS_GET_CANCEL_BIT: bit 0 of count_hi_and_cancelled.
+    unsafe fn status_cancelled(status: *const MPI_Status) -> bool {
+        (*status).count_hi_and_cancelled & 1 != 0
+    }
 }
 
 /// Whether `version` (`MPI_Get_library_version`'s first line, `MPICH Version:<tab>4.0.2`) is of

@@ -57,6 +57,10 @@ impl Family for OpenMpi {
     unsafe fn received_bytes(status: *const MPI_Status) -> u64 {
         (*status)._ucount as u64
     }
+
+    unsafe fn status_cancelled(status: *const MPI_Status) -> bool {
+        (*status)._cancelled != 0
+    }
 }
 
 /// Whether `version` (`MPI_Get_library_version`'s first line) is of the major version the

@@ -13,6 +13,7 @@ use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Session, MPI_Session_errhandler_function, MPI_Status, MPI_T_cb_safety, MPI_T_cvar_handle, MPI_T_enum, MPI_T_event_cb_function, MPI_T_event_dropped_cb_function, MPI_T_event_free_cb_function, MPI_T_event_instance, MPI_T_event_registration, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_T_source_order, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_User_function_c, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
 use crate::gates;
 use crate::next::Next;
+use crate::requests;
 use crate::rt;
 use crate::trace;
 use crate::traffic::{self, Traffic};
@@ -26,10 +27,10 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -63,10 +64,10 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -100,10 +101,10 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -137,10 +138,10 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -174,10 +175,10 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Reque
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -211,10 +212,10 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -253,10 +254,10 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MP
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -290,10 +291,10 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -327,10 +328,10 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -364,10 +365,10 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_G
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
-    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
+    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -401,10 +402,11 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Ibsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -438,10 +440,10 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -475,10 +477,10 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(buf, count, r#type, message, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -512,10 +514,10 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -554,10 +556,10 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
+    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -596,10 +598,11 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Irsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -633,10 +636,11 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -675,10 +679,11 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Issend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -712,10 +717,10 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -751,10 +756,10 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
+    let rc = next(buf, count, r#type, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -788,10 +793,10 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -830,10 +835,10 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -869,10 +874,10 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -910,11 +915,12 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI
     let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
+    let freeing = requests::freeing(request);
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
     rc
 }
 #[cold]
@@ -948,10 +954,10 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MP
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -985,10 +991,10 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
-    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1022,10 +1028,10 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1059,10 +1065,10 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1096,10 +1102,10 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1140,10 +1146,10 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1184,10 +1190,10 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_v
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1221,10 +1227,10 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1258,10 +1264,10 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1300,10 +1306,10 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
     rc
 }
 #[cold]
@@ -1342,10 +1348,10 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
     rc
 }
 #[cold]
@@ -1384,10 +1390,10 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1421,10 +1427,10 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *m
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1458,10 +1464,10 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: 
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1490,27 +1496,34 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
 
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
-unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testall, general) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(via_pmpi, true, true, count, array_of_requests, flag, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testall(via_pmpi, false, true, count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(false, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(false, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1521,7 +1534,7 @@ pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(true, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(true, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1532,27 +1545,34 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
-unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testany, general) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag, index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(via_pmpi, true, true, count, array_of_requests, index, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testany(via_pmpi, false, true, count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(false, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(false, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1563,7 +1583,7 @@ pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(true, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(true, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1574,27 +1594,34 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
-unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Test, general) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag, index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Test(via_pmpi, true, request, flag, status)
+    wrap_MPI_Test(via_pmpi, true, true, request, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Test(via_pmpi, false, true, request, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(false, false, request, flag, status)
+    wrap_MPI_Test(false, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1605,7 +1632,7 @@ pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, s
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(true, false, request, flag, status)
+    wrap_MPI_Test(true, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1621,10 +1648,10 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1653,25 +1680,31 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
 
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1680,7 +1713,7 @@ pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1690,27 +1723,34 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
 
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag: std::ptr::null(), statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(via_pmpi, true, true, count, array_of_requests, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitall(via_pmpi, false, true, count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(false, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(false, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1721,7 +1761,7 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(true, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(true, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1732,27 +1772,34 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag: std::ptr::null(), index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(via_pmpi, true, true, count, array_of_requests, index, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitany(via_pmpi, false, true, count, array_of_requests, index, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(false, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(false, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1763,7 +1810,7 @@ pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(true, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(true, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1774,27 +1821,34 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
-unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Wait, general) else { return general_MPI_Wait(request, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
-    let rc = next(request, status);
     let traffic = Traffic::None;
+    let rc = next(request, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Wait(via_pmpi, true, request, status)
+    wrap_MPI_Wait(via_pmpi, true, true, request, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Wait(via_pmpi, false, true, request, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(false, false, request, status)
+    wrap_MPI_Wait(false, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1805,7 +1859,7 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_St
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(true, false, request, status)
+    wrap_MPI_Wait(true, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1816,25 +1870,31 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
 
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1843,7 +1903,7 @@ pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1858,10 +1918,10 @@ unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1895,10 +1955,10 @@ unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1932,10 +1992,10 @@ unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, general: bool, buffer: *mut c
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1969,10 +2029,10 @@ unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, general: bool, buffer_addr: *
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer_addr, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer_addr, size);
     let traffic = Traffic::None;
+    let rc = next(buffer_addr, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2006,10 +2066,10 @@ unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, general: bool, status: *const MPI
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2043,10 +2103,10 @@ unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2080,10 +2140,11 @@ unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Ibsend_c, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibsend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2117,10 +2178,10 @@ unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, cou
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, message, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(buf, count, datatype, message, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Imrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -2154,10 +2215,10 @@ unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, coun
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: source };
+    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irecv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irecv_c, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -2191,10 +2252,11 @@ unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Irsend_c, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irsend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2228,10 +2290,11 @@ unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isend_c, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2265,10 +2328,11 @@ unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest };
+    rt::ahead(&call, id::MPI_Isendrecv, traffic, comm);
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isendrecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isendrecv, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2302,10 +2366,11 @@ unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: dest };
+    rt::ahead(&call, id::MPI_Isendrecv_c, traffic, comm);
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isendrecv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isendrecv_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2339,10 +2404,11 @@ unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isendrecv_replace, traffic, comm);
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isendrecv_replace, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isendrecv_replace, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2376,10 +2442,11 @@ unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isendrecv_replace_c, traffic, comm);
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isendrecv_replace_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isendrecv_replace_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2413,10 +2480,11 @@ unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, general: bool, buf: *const c_void, c
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Issend_c, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Issend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Issend_c, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -2452,10 +2520,10 @@ unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, coun
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mrecv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, message, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(buf, count, datatype, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2489,10 +2557,10 @@ unsafe fn wrap_MPI_Parrived(via_pmpi: bool, general: bool, request: MPI_Request,
     let next: unsafe extern "C" fn(MPI_Request, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, partition, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
-    let rc = next(request, partition, flag);
     let traffic = Traffic::None;
+    let rc = next(request, partition, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Parrived, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2526,10 +2594,10 @@ unsafe fn wrap_MPI_Pready(via_pmpi: bool, general: bool, partition: c_int, reque
     let next: unsafe extern "C" fn(c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
-    let rc = next(partition, request);
     let traffic = Traffic::None;
+    let rc = next(partition, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2563,10 +2631,10 @@ unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, general: bool, length: c_int, arr
     let next: unsafe extern "C" fn(c_int, *mut c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(length, array_of_partitions, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
-    let rc = next(length, array_of_partitions, request);
     let traffic = Traffic::None;
+    let rc = next(length, array_of_partitions, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready_list, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2600,10 +2668,10 @@ unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, general: bool, partition_low: c_
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition_low, partition_high, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
-    let rc = next(partition_low, partition_high, request);
     let traffic = Traffic::None;
+    let rc = next(partition_low, partition_high, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pready_range, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2637,10 +2705,10 @@ unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, general: bool, buf: *mut c_void, p
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
+    let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Precv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Precv_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2674,10 +2742,10 @@ unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traffic = Traffic::None;
+    let rc = next(buf, partitions, count, datatype, dest, tag, comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Psend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Psend_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2713,10 +2781,10 @@ unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2750,10 +2818,10 @@ unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, general: bool, buf: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -2787,10 +2855,10 @@ unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2824,10 +2892,10 @@ unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -2861,10 +2929,10 @@ unsafe fn wrap_MPI_Send_c(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2898,10 +2966,10 @@ unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, general: bool, buf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -2937,10 +3005,10 @@ unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: sendcount, datatype: sendtype, peer: dest, recv_count: recvcount, recv_datatype: recvtype, status };
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2976,10 +3044,10 @@ unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv_replace_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count, datatype, peer: dest, recv_count: count, recv_datatype: datatype, status };
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3013,10 +3081,10 @@ unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, general: bool, buf: *const c_void, co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count, datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3050,10 +3118,10 @@ unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, general: bool, buf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -3087,8 +3155,8 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgather, rc, traffic, comm);
     rc
@@ -3129,10 +3197,10 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3166,8 +3234,8 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgatherv, rc, traffic, comm);
     rc
@@ -3208,10 +3276,10 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3245,8 +3313,8 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allreduce, rc, traffic, comm);
     rc
@@ -3287,10 +3355,10 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3329,8 +3397,8 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoall, rc, traffic, comm);
     rc
@@ -3371,10 +3439,10 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3413,8 +3481,8 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallv, rc, traffic, comm);
     rc
@@ -3455,10 +3523,10 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3492,8 +3560,8 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallw, rc, traffic, comm);
     rc
@@ -3529,10 +3597,10 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3566,8 +3634,8 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_i
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Barrier, rc, traffic, comm);
     rc
@@ -3608,10 +3676,10 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3650,10 +3718,10 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3692,10 +3760,10 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3734,8 +3802,8 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Exscan, rc, traffic, comm);
     rc
@@ -3771,10 +3839,10 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3808,36 +3876,31 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -3850,10 +3913,10 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3887,36 +3950,31 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
@@ -3929,10 +3987,10 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3966,10 +4024,10 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4003,10 +4061,10 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4040,10 +4098,10 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4077,10 +4135,10 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4114,10 +4172,10 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *co
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4151,10 +4209,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4188,10 +4246,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4225,10 +4283,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4262,10 +4320,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4299,10 +4357,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4336,10 +4394,10 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4378,10 +4436,10 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4420,10 +4478,10 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4457,8 +4515,8 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
@@ -4494,10 +4552,10 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4531,8 +4589,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
@@ -4568,10 +4626,10 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4605,8 +4663,8 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, r
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Scan, rc, traffic, comm);
     rc
@@ -4642,10 +4700,10 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4679,10 +4737,10 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4721,10 +4779,10 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4758,10 +4816,10 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4795,10 +4853,10 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4832,8 +4890,8 @@ unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgather_c, rc, traffic, comm);
     rc
@@ -4869,10 +4927,10 @@ unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allgather_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -4906,10 +4964,10 @@ unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allgather_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -4943,8 +5001,8 @@ unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Large(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgatherv_c, rc, traffic, comm);
     rc
@@ -4980,10 +5038,10 @@ unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allgatherv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5017,10 +5075,10 @@ unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Large(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allgatherv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5054,8 +5112,8 @@ unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allreduce_c, rc, traffic, comm);
     rc
@@ -5091,10 +5149,10 @@ unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allreduce_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allreduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5128,10 +5186,10 @@ unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Allreduce_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Allreduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5165,8 +5223,8 @@ unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoall_c, rc, traffic, comm);
     rc
@@ -5202,10 +5260,10 @@ unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoall_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5239,10 +5297,10 @@ unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoall_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5276,8 +5334,8 @@ unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallv_c, rc, traffic, comm);
     rc
@@ -5313,10 +5371,10 @@ unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoallv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5350,10 +5408,10 @@ unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoallv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5387,8 +5445,8 @@ unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Large(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallw_c, rc, traffic, comm);
     rc
@@ -5424,10 +5482,10 @@ unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoallw_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5461,10 +5519,10 @@ unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *con
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Large(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Alltoallw_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5498,10 +5556,10 @@ unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, general: bool, comm: MPI_Comm, i
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info, request);
     let traffic = Traffic::None;
+    let rc = next(comm, info, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Barrier_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Barrier_init, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5535,10 +5593,10 @@ unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, c
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count, datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5572,10 +5630,10 @@ unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, general: bool, buffer: *mut c_void
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5609,10 +5667,10 @@ unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, general: bool, buffer: *mut c_vo
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: root };
     let rc = next(buffer, count, datatype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5646,8 +5704,8 @@ unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Exscan_c, rc, traffic, comm);
     rc
@@ -5683,10 +5741,10 @@ unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Exscan_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Exscan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5720,10 +5778,10 @@ unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Exscan_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Exscan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5757,10 +5815,10 @@ unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5794,10 +5852,10 @@ unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5831,10 +5889,10 @@ unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5868,10 +5926,10 @@ unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5905,10 +5963,10 @@ unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5942,10 +6000,10 @@ unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -5979,10 +6037,10 @@ unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6016,10 +6074,10 @@ unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Large(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6053,10 +6111,10 @@ unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6090,10 +6148,10 @@ unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6127,10 +6185,10 @@ unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6164,10 +6222,10 @@ unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Large(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6201,10 +6259,10 @@ unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6238,10 +6296,10 @@ unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6275,10 +6333,10 @@ unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: recvcount, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6312,10 +6370,10 @@ unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: sendcount, datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6349,10 +6407,10 @@ unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6386,10 +6444,10 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6423,10 +6481,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6460,10 +6518,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6497,10 +6555,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6534,10 +6592,10 @@ unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6571,10 +6629,10 @@ unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, general: bool, sendbu
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6608,10 +6666,10 @@ unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *co
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6645,10 +6703,10 @@ unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6682,10 +6740,10 @@ unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6719,10 +6777,10 @@ unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6756,10 +6814,10 @@ unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6793,10 +6851,10 @@ unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, general: bool, sendbu
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6830,10 +6888,10 @@ unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, general: bool, send
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6867,10 +6925,10 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6904,10 +6962,10 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, general: bool, sendb
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6941,10 +6999,10 @@ unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, general: bool, sen
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -6978,10 +7036,10 @@ unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7015,10 +7073,10 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, general: bool, sendbuf
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7052,10 +7110,10 @@ unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, general: bool, sendb
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: sendcount, datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7089,10 +7147,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7126,10 +7184,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, general: bool, sendbu
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7163,10 +7221,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, general: bool, send
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7200,10 +7258,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7237,10 +7295,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, general: bool, sendbu
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7274,10 +7332,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, general: bool, send
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Large(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7311,10 +7369,10 @@ unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7348,10 +7406,10 @@ unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7385,10 +7443,10 @@ unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: root } } else { Traffic::Elements { count, datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7422,10 +7480,10 @@ unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, general: bool, inbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7459,8 +7517,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, general: bool, sendbuf
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    let traffic = Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block_c, rc, traffic, comm);
     rc
@@ -7496,10 +7554,10 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, general: bool, send
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7533,10 +7591,10 @@ unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, general: bool, se
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(recvcount), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: recvcount, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_scatter_block_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7570,8 +7628,8 @@ unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *con
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_c, rc, traffic, comm);
     rc
@@ -7607,10 +7665,10 @@ unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_scatter_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7644,10 +7702,10 @@ unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce_scatter_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce_scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7681,8 +7739,8 @@ unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Scan_c, rc, traffic, comm);
     rc
@@ -7718,10 +7776,10 @@ unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scan_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scan_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7755,10 +7813,10 @@ unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(count), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count, datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scan_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scan_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7792,10 +7850,10 @@ unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: sendcount, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7829,10 +7887,10 @@ unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7866,10 +7924,10 @@ unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(sendcount), datatype: sendtype, peer: root } } else { Traffic::Elements { count: sendcount, datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7903,10 +7961,10 @@ unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: recvcount, datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7940,10 +7998,10 @@ unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, general: bool, sendbuf: *const 
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -7977,10 +8035,10 @@ unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Large(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv_init_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv_init_c, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -8014,10 +8072,10 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8051,10 +8109,10 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: 
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8088,10 +8146,10 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *con
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8125,10 +8183,10 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8167,10 +8225,10 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8204,10 +8262,10 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8246,10 +8304,10 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *cons
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8283,10 +8341,10 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void,
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8320,10 +8378,10 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8357,10 +8415,10 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8394,10 +8452,10 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, d
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8431,10 +8489,10 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8468,10 +8526,10 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base, size);
     let traffic = Traffic::None;
+    let rc = next(win, base, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8505,10 +8563,10 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errorcode);
     let traffic = Traffic::None;
+    let rc = next(win, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8542,10 +8600,10 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> 
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8579,10 +8637,10 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
-    let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8616,10 +8674,10 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_I
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
-    let rc = next(info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8653,10 +8711,10 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8690,10 +8748,10 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_att
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8727,10 +8785,10 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, 
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8764,10 +8822,10 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base);
     let traffic = Traffic::None;
+    let rc = next(win, base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8801,10 +8859,10 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8843,10 +8901,10 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8885,10 +8943,10 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) ->
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8922,10 +8980,10 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, w
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8959,10 +9017,10 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8996,10 +9054,10 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) ->
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9033,10 +9091,10 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9070,10 +9128,10 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9107,10 +9165,10 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9144,10 +9202,10 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, gr
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(win, group);
     let traffic = Traffic::None;
+    let rc = next(win, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9181,10 +9239,10 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info_used);
     let traffic = Traffic::None;
+    let rc = next(win, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9218,10 +9276,10 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(win, win_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9255,10 +9313,10 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
-    let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
+    let rc = next(lock_type, rank, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9297,10 +9355,10 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, wi
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9334,10 +9392,10 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, ass
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9371,10 +9429,10 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9408,10 +9466,10 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9445,10 +9503,10 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info);
     let traffic = Traffic::None;
+    let rc = next(win, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9482,10 +9540,10 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name);
     let traffic = Traffic::None;
+    let rc = next(win, win_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9519,10 +9577,10 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win,
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
-    let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
+    let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9556,10 +9614,10 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, as
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9593,10 +9651,10 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9630,10 +9688,10 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
-    let rc = next(win, flag);
     let traffic = Traffic::None;
+    let rc = next(win, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9667,10 +9725,10 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9709,10 +9767,10 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9746,10 +9804,10 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9783,10 +9841,10 @@ unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, general: bool, origin_addr: *con
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9820,10 +9878,10 @@ unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, general: bool, origin_addr: 
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9857,10 +9915,10 @@ unsafe fn wrap_MPI_Get_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9894,10 +9952,10 @@ unsafe fn wrap_MPI_Put_c(via_pmpi: bool, general: bool, origin_addr: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9931,10 +9989,10 @@ unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, general: bool, origin_addr: *co
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9968,10 +10026,10 @@ unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, general: bool, origin_addr:
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10005,10 +10063,10 @@ unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, general: bool, origin_addr: *mut c_voi
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10042,10 +10100,10 @@ unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, general: bool, origin_addr: *const c_v
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: origin_count, datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10079,10 +10137,10 @@ unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, general: bool, size: MPI_Aint,
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10116,10 +10174,10 @@ unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, general: bool, size: MP
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10153,10 +10211,10 @@ unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, general: bool, base: *mut c_void
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
-    let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10190,10 +10248,10 @@ unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut MPI_Aint, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
-    let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
+    let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10227,10 +10285,10 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, errorcode);
     let traffic = Traffic::None;
+    let rc = next(fh, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10264,10 +10322,10 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10301,10 +10359,10 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10338,10 +10396,10 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10375,10 +10433,10 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, file
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
+    let rc = next(comm, filename, amode, info, fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10412,10 +10470,10 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) 
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10449,10 +10507,10 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(filename, info);
     let traffic = Traffic::None;
+    let rc = next(filename, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10486,10 +10544,10 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10523,10 +10581,10 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10560,10 +10618,10 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10597,10 +10655,10 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, g
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, group);
     let traffic = Traffic::None;
+    let rc = next(fh, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10634,10 +10692,10 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, a
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, amode);
     let traffic = Traffic::None;
+    let rc = next(fh, amode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10671,10 +10729,10 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info);
     let traffic = Traffic::None;
+    let rc = next(fh, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10708,10 +10766,10 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info_used);
     let traffic = Traffic::None;
+    let rc = next(fh, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10745,10 +10803,10 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10782,10 +10840,10 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10821,10 +10879,10 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, off
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10860,10 +10918,10 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10897,10 +10955,10 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10934,10 +10992,10 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10971,10 +11029,10 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11008,10 +11066,10 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, o
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11045,10 +11103,10 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11082,10 +11140,10 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11121,10 +11179,10 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11160,10 +11218,10 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11197,10 +11255,10 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11234,10 +11292,10 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11271,10 +11329,10 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11308,10 +11366,10 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11345,10 +11403,10 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11382,10 +11440,10 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11419,10 +11477,10 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11456,10 +11514,10 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11493,10 +11551,10 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, disp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11532,10 +11590,10 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11569,10 +11627,10 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11606,10 +11664,10 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -11643,10 +11701,10 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11682,10 +11740,10 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11719,10 +11777,10 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11756,10 +11814,10 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11793,10 +11851,10 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11830,10 +11888,10 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11867,10 +11925,10 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11904,10 +11962,10 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11941,10 +11999,10 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11978,10 +12036,10 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12015,10 +12073,10 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12052,10 +12110,10 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12089,10 +12147,10 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12126,10 +12184,10 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12163,10 +12221,10 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12200,10 +12258,10 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12237,10 +12295,10 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12274,10 +12332,10 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
+    let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12311,10 +12369,10 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12348,10 +12406,10 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12385,10 +12443,10 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_i
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12422,10 +12480,10 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
+    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12459,10 +12517,10 @@ unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
+    let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12496,10 +12554,10 @@ unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12533,10 +12591,10 @@ unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12570,10 +12628,10 @@ unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12607,10 +12665,10 @@ unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, general: bool, fh: MPI_File, buf
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12644,10 +12702,10 @@ unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -12681,10 +12739,10 @@ unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12718,10 +12776,10 @@ unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12755,10 +12813,10 @@ unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12792,10 +12850,10 @@ unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12829,10 +12887,10 @@ unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12866,10 +12924,10 @@ unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12905,10 +12963,10 @@ unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12942,10 +13000,10 @@ unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12981,10 +13039,10 @@ unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fil
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13020,10 +13078,10 @@ unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, general: bool, fh: MPI_File, o
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13059,10 +13117,10 @@ unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13096,10 +13154,10 @@ unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, general: bool, fh: 
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13135,10 +13193,10 @@ unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13174,10 +13232,10 @@ unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fil
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_shared_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count, datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13211,10 +13269,10 @@ unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13248,10 +13306,10 @@ unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13285,10 +13343,10 @@ unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, general: bool, fh: 
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13322,10 +13380,10 @@ unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13359,10 +13417,10 @@ unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, general: bool, fh: MPI_File, 
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13396,10 +13454,10 @@ unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, general: bool, fh: MPI_File, buf
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13433,10 +13491,10 @@ unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, general: bool, fh:
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13470,10 +13528,10 @@ unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13507,10 +13565,10 @@ unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count, datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13544,10 +13602,10 @@ unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, general: bool, datarep: *c
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function_c, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
+    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13581,10 +13639,10 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
-    let rc = next(location, address);
     let traffic = Traffic::None;
+    let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13618,10 +13676,10 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const 
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13655,10 +13713,10 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *c
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
+    let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13692,10 +13750,10 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, inc
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13729,10 +13787,10 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, data
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
-    let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
+    let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13766,10 +13824,10 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_D
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13803,10 +13861,10 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, 
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
-    let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13840,10 +13898,10 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
-    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13877,10 +13935,10 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13914,10 +13972,10 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_i
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
-    let rc = next(r, newtype);
     let traffic = Traffic::None;
+    let rc = next(r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13951,10 +14009,10 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int,
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13988,10 +14046,10 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, cou
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14025,10 +14083,10 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14062,10 +14120,10 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14099,10 +14157,10 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_a
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14136,10 +14194,10 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, coun
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14173,10 +14231,10 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_in
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14210,10 +14268,10 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
-    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14247,10 +14305,10 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: M
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
-    let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
+    let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14284,10 +14342,10 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14321,10 +14379,10 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype,
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, newtype);
     let traffic = Traffic::None;
+    let rc = next(r#type, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14362,10 +14420,10 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Dat
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -14400,10 +14458,10 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_keyval);
     let traffic = Traffic::None;
+    let rc = next(type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14437,10 +14495,10 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14474,10 +14532,10 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
-    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
+    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14511,10 +14569,10 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
+    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14548,10 +14606,10 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Da
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14585,10 +14643,10 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14622,10 +14680,10 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14659,10 +14717,10 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype:
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14696,10 +14754,10 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatyp
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14733,10 +14791,10 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, arr
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14770,10 +14828,10 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
-    let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
+    let rc = next(typeclass, size, r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14807,10 +14865,10 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attr_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14844,10 +14902,10 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14881,10 +14939,10 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14918,10 +14976,10 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Dataty
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14955,10 +15013,10 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, bloc
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14992,10 +15050,10 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15029,10 +15087,10 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *cons
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15066,10 +15124,10 @@ unsafe fn wrap_MPI_Address(via_pmpi: bool, general: bool, location: *mut c_void,
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
-    let rc = next(location, address);
     let traffic = Traffic::None;
+    let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15103,10 +15161,10 @@ unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15140,10 +15198,10 @@ unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, general: bool, datarep: *cons
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: incount, datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15177,10 +15235,10 @@ unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, general: bool, datarep: 
     let next: unsafe extern "C" fn(*const c_char, MPI_Count, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
+    let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15214,10 +15272,10 @@ unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, general: bool, incount: MPI_Count
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
-    let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
+    let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15251,10 +15309,10 @@ unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, general: bool, count: MPI_C
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15288,10 +15346,10 @@ unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, general: bool, size: c_i
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const MPI_Count, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
-    let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15325,10 +15383,10 @@ unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, general: bool, c
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15362,10 +15420,10 @@ unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, general: bool, count: 
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15399,10 +15457,10 @@ unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, general: bool, count: M
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15436,10 +15494,10 @@ unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, general: bool, co
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15473,10 +15531,10 @@ unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, general: bool, oldtype:
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
-    let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
+    let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15510,10 +15568,10 @@ unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, general: bool, count: MP
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15547,10 +15605,10 @@ unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, general: bool, ndims: 
     let next: unsafe extern "C" fn(c_int, *const MPI_Count, *const MPI_Count, *const MPI_Count, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
-    let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15584,10 +15642,10 @@ unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, general: bool, datatype: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15621,10 +15679,10 @@ unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, general: bool, datatype: 
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, MPI_Count, MPI_Count, *mut c_int, *mut MPI_Aint, *mut MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traffic = Traffic::None;
+    let rc = next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15658,10 +15716,10 @@ unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, general: bool, datatype: 
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traffic = Traffic::None;
+    let rc = next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15695,10 +15753,10 @@ unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, general: bool, datatype: MP
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15732,10 +15790,10 @@ unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, general: bool, datatyp
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15769,10 +15827,10 @@ unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, general: bool, count: c_int, ar
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15806,10 +15864,10 @@ unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, general: bool, count: c_int, blo
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15843,10 +15901,10 @@ unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, general: bool, count: MPI_Coun
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15880,10 +15938,10 @@ unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, general: bool, datatype: MPI_Datatype
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, displacement);
     let traffic = Traffic::None;
+    let rc = next(datatype, displacement);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_lb, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15917,10 +15975,10 @@ unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, general: bool, datatype: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, size);
     let traffic = Traffic::None;
+    let rc = next(datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15954,10 +16012,10 @@ unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, general: bool, count: c_int, arra
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -15991,10 +16049,10 @@ unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, general: bool, datatype: MPI_Datatype
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, displacement);
     let traffic = Traffic::None;
+    let rc = next(datatype, displacement);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_ub, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16028,10 +16086,10 @@ unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, general: bool, count: MPI_Count
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16065,10 +16123,10 @@ unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, general: bool, inbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack_c, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack_c, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16102,10 +16160,10 @@ unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, general: bool, datarep: *co
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: outcount, datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16139,10 +16197,10 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name);
     let traffic = Traffic::None;
+    let rc = next(port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16176,10 +16234,10 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const 
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16213,10 +16271,10 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16250,10 +16308,10 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
+    let rc = next(comm1, comm2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16287,10 +16345,10 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16324,10 +16382,10 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16361,10 +16419,10 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_a
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16398,10 +16456,10 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, tag, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16435,10 +16493,10 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, gr
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16472,10 +16530,10 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16513,10 +16571,10 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -16551,10 +16609,10 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newco
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16588,10 +16646,10 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newc
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16625,10 +16683,10 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_C
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -16662,10 +16720,10 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16703,10 +16761,10 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm)
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -16741,10 +16799,10 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16778,10 +16836,10 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, erhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, erhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16815,10 +16873,10 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info_used);
     let traffic = Traffic::None;
+    let rc = next(comm, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16852,10 +16910,10 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16889,10 +16947,10 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut M
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
-    let rc = next(parent);
     let traffic = Traffic::None;
+    let rc = next(parent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16926,10 +16984,10 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, gro
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -16963,10 +17021,10 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
-    let rc = next(fd, intercomm);
     let traffic = Traffic::None;
+    let rc = next(fd, intercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17000,10 +17058,10 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17042,10 +17100,10 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17079,10 +17137,10 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17116,10 +17174,10 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17153,10 +17211,10 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17190,10 +17248,10 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info);
     let traffic = Traffic::None;
+    let rc = next(comm, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17227,10 +17285,10 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17264,10 +17322,10 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17306,10 +17364,10 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_c
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
-    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17343,10 +17401,10 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17380,10 +17438,10 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, col
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, color, key, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -17417,10 +17475,10 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, split_type, key, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -17454,10 +17512,10 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17491,10 +17549,10 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *m
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
-    let rc = next(errhandler);
     let traffic = Traffic::None;
+    let rc = next(errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17528,10 +17586,10 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Grou
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, result);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17565,10 +17623,10 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_G
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17602,10 +17660,10 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17639,10 +17697,10 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Gro
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
-    let rc = next(group);
     let traffic = Traffic::None;
+    let rc = next(group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17676,10 +17734,10 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17713,10 +17771,10 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17750,10 +17808,10 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17787,10 +17845,10 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17824,10 +17882,10 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, r
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(group, rank);
     let traffic = Traffic::None;
+    let rc = next(group, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17861,10 +17919,10 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, s
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
-    let rc = next(group, size);
     let traffic = Traffic::None;
+    let rc = next(group, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17898,10 +17956,10 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: 
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
+    let rc = next(group1, n, ranks1, group2, ranks2);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17935,10 +17993,10 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group,
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -17972,10 +18030,10 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: M
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18009,10 +18067,10 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
-    let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(intercomm, high, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm);
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
     rc
 }
 #[cold]
@@ -18046,10 +18104,10 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18083,10 +18141,10 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
-    let rc = next(info, port_name);
     let traffic = Traffic::None;
+    let rc = next(info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18120,10 +18178,10 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *co
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18157,10 +18215,10 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18194,10 +18252,10 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, ke
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18231,10 +18289,10 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18268,10 +18326,10 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18305,10 +18363,10 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Cop
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
-    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18342,10 +18400,10 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
-    let rc = next(keyval);
     let traffic = Traffic::None;
+    let rc = next(keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18379,10 +18437,10 @@ unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, general: bool, group: 
     let next: unsafe extern "C" fn(MPI_Group, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, stringtag, info, errhandler, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
-    let rc = next(group, stringtag, info, errhandler, newcomm);
     let traffic = Traffic::None;
+    let rc = next(group, stringtag, info, errhandler, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_from_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -18416,10 +18474,10 @@ unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info, newcomm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, info, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup_with_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup_with_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18453,10 +18511,10 @@ unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, general: bool, comm_errhand
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_errhandler_fn, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm_errhandler_fn, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18490,10 +18548,10 @@ unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, general: bool, comm: MPI_Comm,
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18527,10 +18585,10 @@ unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, general: bool, comm: MPI_Comm,
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18564,10 +18622,10 @@ unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, general: bool, sessio
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, pset_name, newgroup);
     let traffic = Traffic::None;
+    let rc = next(session, pset_name, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_from_session_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18601,10 +18659,10 @@ unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, general: bool, l
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Group, c_int, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
-    let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create_from_groups, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18638,10 +18696,10 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, ra
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxdims, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18675,10 +18733,10 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
-    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
+    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm);
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
     rc
 }
 #[cold]
@@ -18712,10 +18770,10 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, maxdims, dims, periods, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18749,10 +18807,10 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims, dims, periods, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18786,10 +18844,10 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coor
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, coords, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18823,10 +18881,10 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, dir
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
+    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18860,10 +18918,10 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remai
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
+    let rc = next(comm, remain_dims, new_comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
     rc
 }
 #[cold]
@@ -18897,10 +18955,10 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nd
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -18934,10 +18992,10 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -18971,10 +19029,10 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
     rc
 }
 #[cold]
@@ -19008,10 +19066,10 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19045,10 +19103,10 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
+    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19082,10 +19140,10 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndi
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
-    let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
+    let rc = next(nnodes, ndims, dims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19119,10 +19177,10 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
     rc
 }
 #[cold]
@@ -19156,10 +19214,10 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindex, maxedges, index, edges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19193,10 +19251,10 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnod
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, index, edges, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19230,10 +19288,10 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, nneighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19267,10 +19325,10 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxneighbors, neighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19304,10 +19362,10 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, nedges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19341,10 +19399,10 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, stat
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, status);
     let traffic = Traffic::None;
+    let rc = next(comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19379,10 +19437,10 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcod
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19416,10 +19474,10 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19453,10 +19511,10 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_i
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
+    let rc = next(errorclass, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19490,10 +19548,10 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19527,10 +19585,10 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
+    let rc = next(size, info, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19564,10 +19622,10 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, 
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorcode, errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19601,10 +19659,10 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19639,10 +19697,10 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19676,10 +19734,10 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) ->
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19713,10 +19771,10 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) ->
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(base);
     let traffic = Traffic::None;
+    let rc = next(base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19750,10 +19808,10 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, resultlen);
     let traffic = Traffic::None;
+    let rc = next(version, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19787,10 +19845,10 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut 
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
-    let rc = next(name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19824,10 +19882,10 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, subversion);
     let traffic = Traffic::None;
+    let rc = next(version, subversion);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19861,10 +19919,10 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Inf
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19898,10 +19956,10 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, ke
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key);
     let traffic = Traffic::None;
+    let rc = next(info, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19935,10 +19993,10 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newin
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(info, newinfo);
     let traffic = Traffic::None;
+    let rc = next(info, newinfo);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -19972,10 +20030,10 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info)
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20009,10 +20067,10 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20046,10 +20104,10 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info,
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
-    let rc = next(info, nkeys);
     let traffic = Traffic::None;
+    let rc = next(info, nkeys);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20083,10 +20141,10 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
-    let rc = next(info, n, key);
     let traffic = Traffic::None;
+    let rc = next(info, n, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20120,10 +20178,10 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_In
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20157,10 +20215,10 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, value);
     let traffic = Traffic::None;
+    let rc = next(info, key, value);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20199,10 +20257,10 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv);
     let traffic = Traffic::None;
+    let rc = next(argc, argv);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -20242,10 +20300,10 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20285,10 +20343,10 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, 
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
+    let rc = next(argc, argv, required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -20329,10 +20387,10 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20366,10 +20424,10 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, com
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
-    let rc = next(op, commute);
     let traffic = Traffic::None;
+    let rc = next(op, commute);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20403,10 +20461,10 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_f
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
-    let rc = next(function, commute, op);
     let traffic = Traffic::None;
+    let rc = next(function, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20440,10 +20498,10 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
-    let rc = next(op);
     let traffic = Traffic::None;
+    let rc = next(op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20477,10 +20535,10 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(provided);
     let traffic = Traffic::None;
+    let rc = next(provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20514,10 +20572,10 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20551,10 +20609,10 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20593,10 +20651,10 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(required, provided);
     let traffic = Traffic::None;
+    let rc = next(required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20630,10 +20688,10 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20667,10 +20725,10 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cvar);
     let traffic = Traffic::None;
+    let rc = next(num_cvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20704,10 +20762,10 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20741,10 +20799,10 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, cvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, cvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20778,10 +20836,10 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20815,10 +20873,10 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mu
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(handle);
     let traffic = Traffic::None;
+    let rc = next(handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20852,10 +20910,10 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20889,10 +20947,10 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cva
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20926,10 +20984,10 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cat);
     let traffic = Traffic::None;
+    let rc = next(num_cat);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -20963,10 +21021,10 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index:
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
+    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21000,10 +21058,10 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *co
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, category_index);
     let traffic = Traffic::None;
+    let rc = next(name, category_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21037,10 +21095,10 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21074,10 +21132,10 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21111,10 +21169,10 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21148,10 +21206,10 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
-    let rc = next(stamp);
     let traffic = Traffic::None;
+    let rc = next(stamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21185,10 +21243,10 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_pvar);
     let traffic = Traffic::None;
+    let rc = next(num_pvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21222,10 +21280,10 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
+    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21259,10 +21317,10 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, var_class, pvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21296,10 +21354,10 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session:
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21333,10 +21391,10 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21370,10 +21428,10 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: M
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21407,10 +21465,10 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MP
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21444,10 +21502,10 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21481,10 +21539,10 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21518,10 +21576,10 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21555,10 +21613,10 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21592,10 +21650,10 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21629,10 +21687,10 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21666,10 +21724,10 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, num, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21703,10 +21761,10 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, index, value, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21740,10 +21798,10 @@ unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, general: bool, argc: c_int, a
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(argc, argv, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv, info);
     let traffic = Traffic::None;
+    let rc = next(argc, argv, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create_env, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21777,10 +21835,10 @@ unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, general: bool, info: MPI_Info
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, buflen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, buflen, value, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, buflen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21814,10 +21872,10 @@ unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, general: bool, user_fn: MPI_User_
     let next: unsafe extern "C" fn(MPI_User_function_c, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(user_fn, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
-    let rc = next(user_fn, commute, op);
     let traffic = Traffic::None;
+    let rc = next(user_fn, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create_c, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21851,10 +21909,10 @@ unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, general: bool, sessio
     let next: unsafe extern "C" fn(MPI_Session, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(session, errorcode);
     let traffic = Traffic::None;
+    let rc = next(session, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21888,10 +21946,10 @@ unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, general: bool, sess
     let next: unsafe extern "C" fn(MPI_Session_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(session_errhandler_fn, errhandler);
     let traffic = Traffic::None;
+    let rc = next(session_errhandler_fn, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21925,10 +21983,10 @@ unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, general: bool, session: *mut
     let next: unsafe extern "C" fn(*mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21962,10 +22020,10 @@ unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, general: bool, session
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(session, errhandler);
     let traffic = Traffic::None;
+    let rc = next(session, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -21999,10 +22057,10 @@ unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, general: bool, session: MPI_
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(session, info_used);
     let traffic = Traffic::None;
+    let rc = next(session, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22036,10 +22094,10 @@ unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, general: bool, session: 
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, c_int, *mut c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, n, pset_len, pset_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, info, n, pset_len, pset_name);
     let traffic = Traffic::None;
+    let rc = next(session, info, n, pset_len, pset_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_nth_pset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22073,10 +22131,10 @@ unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, general: bool, session:
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, npset_names) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
-    let rc = next(session, info, npset_names);
     let traffic = Traffic::None;
+    let rc = next(session, info, npset_names);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_num_psets, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22110,10 +22168,10 @@ unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, general: bool, session:
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
-    let rc = next(session, pset_name, info);
     let traffic = Traffic::None;
+    let rc = next(session, pset_name, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_get_pset_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22147,10 +22205,10 @@ unsafe fn wrap_MPI_Session_init(via_pmpi: bool, general: bool, info: MPI_Info, e
     let next: unsafe extern "C" fn(MPI_Info, MPI_Errhandler, *mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, errhandler, session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
-    let rc = next(info, errhandler, session);
     let traffic = Traffic::None;
+    let rc = next(info, errhandler, session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22184,10 +22242,10 @@ unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, general: bool, session
     let next: unsafe extern "C" fn(MPI_Session, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(session, errhandler);
     let traffic = Traffic::None;
+    let rc = next(session, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Session_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22221,10 +22279,10 @@ unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, general: bool, cat_inde
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22258,10 +22316,10 @@ unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, general: bool, cat_
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, num_events);
     let traffic = Traffic::None;
+    let rc = next(cat_index, num_events);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num_events, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22295,10 +22353,10 @@ unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, general: bool, even
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, cb_safety, info_used);
     let traffic = Traffic::None;
+    let rc = next(event_registration, cb_safety, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_callback_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22332,10 +22390,10 @@ unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, general: bool, even
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, cb_safety, info);
     let traffic = Traffic::None;
+    let rc = next(event_registration, cb_safety, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_callback_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22369,10 +22427,10 @@ unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, general: bool, event_instance: M
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
-    let rc = next(event_instance, buffer);
     let traffic = Traffic::None;
+    let rc = next(event_instance, buffer);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_copy, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22406,10 +22464,10 @@ unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, general: bool, name: *const
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, event_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, event_index);
     let traffic = Traffic::None;
+    let rc = next(name, event_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22443,10 +22501,10 @@ unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, general: bool, event_index: 
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_Aint, *mut c_int, *mut MPI_T_enum, *mut MPI_Info, *mut c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traffic = Traffic::None;
+    let rc = next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22480,10 +22538,10 @@ unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, general: bool, num_events: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_events);
     let traffic = Traffic::None;
+    let rc = next(num_events);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22517,10 +22575,10 @@ unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, general: bool, event_insta
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, source_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
-    let rc = next(event_instance, source_index);
     let traffic = Traffic::None;
+    let rc = next(event_instance, source_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_source, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22554,10 +22612,10 @@ unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, general: bool, event_in
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, event_timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
-    let rc = next(event_instance, event_timestamp);
     let traffic = Traffic::None;
+    let rc = next(event_instance, event_timestamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22591,10 +22649,10 @@ unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, general: bool, event_ind
     let next: unsafe extern "C" fn(c_int, *mut c_void, MPI_Info, *mut MPI_T_event_registration) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, obj_handle, info, event_registration) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(event_index, obj_handle, info, event_registration);
     let traffic = Traffic::None;
+    let rc = next(event_index, obj_handle, info, event_registration);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22628,10 +22686,10 @@ unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, general: bool, event_regi
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut c_void, MPI_T_event_free_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, user_data, free_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, user_data, free_cb_function);
     let traffic = Traffic::None;
+    let rc = next(event_registration, user_data, free_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22665,10 +22723,10 @@ unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, general: bool, event_
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, info_used);
     let traffic = Traffic::None;
+    let rc = next(event_registration, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22702,10 +22760,10 @@ unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, general: bool, event_
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, info);
     let traffic = Traffic::None;
+    let rc = next(event_registration, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_handle_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22739,10 +22797,10 @@ unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, general: bool, event_instance: M
     let next: unsafe extern "C" fn(MPI_T_event_instance, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, element_index, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
-    let rc = next(event_instance, element_index, buffer);
     let traffic = Traffic::None;
+    let rc = next(event_instance, element_index, buffer);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22776,10 +22834,10 @@ unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, general: bool, even
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info, *mut c_void, MPI_T_event_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info, user_data, event_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traffic = Traffic::None;
+    let rc = next(event_registration, cb_safety, info, user_data, event_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_register_callback, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22813,10 +22871,10 @@ unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, general: bool, ev
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_event_dropped_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, dropped_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
-    let rc = next(event_registration, dropped_cb_function);
     let traffic = Traffic::None;
+    let rc = next(event_registration, dropped_cb_function);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_event_set_dropped_handler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22850,10 +22908,10 @@ unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, general: bool, source_index
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut MPI_T_source_order, *mut MPI_Count, *mut MPI_Count, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traffic = Traffic::None;
+    let rc = next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22887,10 +22945,10 @@ unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, general: bool, num_sources: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_sources) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_sources);
     let traffic = Traffic::None;
+    let rc = next(num_sources);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -22924,10 +22982,10 @@ unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, general: bool, source_
     let next: unsafe extern "C" fn(c_int, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
-    let rc = next(source_index, timestamp);
     let traffic = Traffic::None;
+    let rc = next(source_index, timestamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_source_get_timestamp, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]

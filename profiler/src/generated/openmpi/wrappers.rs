@@ -13,6 +13,7 @@ use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Status, MPI_T_cvar_handle, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
 use crate::gates;
 use crate::next::Next;
+use crate::requests;
 use crate::rt;
 use crate::trace;
 use crate::traffic::{self, Traffic};
@@ -26,10 +27,10 @@ unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -63,10 +64,10 @@ unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -100,10 +101,10 @@ unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -137,10 +138,10 @@ unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_v
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, size);
     let traffic = Traffic::None;
+    let rc = next(buffer, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Buffer_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -174,10 +175,10 @@ unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Reque
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Cancel, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -211,10 +212,10 @@ unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_S
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_count, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -253,10 +254,10 @@ unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MP
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -290,10 +291,10 @@ unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -327,10 +328,10 @@ unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -364,10 +365,10 @@ unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_G
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
-    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traffic = Traffic::None;
+    let rc = next(query_fn, free_fn, cancel_fn, extra_state, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Grequest_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -401,10 +402,11 @@ unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Ibsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -438,10 +440,10 @@ unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Improbe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -475,10 +477,10 @@ unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype: r#type, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(buf, count, r#type, message, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_Imrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -512,10 +514,10 @@ unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, flag, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -554,10 +556,10 @@ unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
+    let rc = next(buf, count, datatype, source, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irecv, rc, traffic, comm, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -596,10 +598,11 @@ unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Irsend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Irsend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -633,10 +636,11 @@ unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Isend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Isend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -675,10 +679,11 @@ unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    rt::ahead(&call, id::MPI_Issend, traffic, comm);
+    let rc = next(buf, count, datatype, dest, tag, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, request, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Issend, rc, traffic, comm, rt::After::Ahead);
     rc
 }
 #[cold]
@@ -712,10 +717,10 @@ unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, message, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Mprobe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -751,10 +756,10 @@ unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count:
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, r#type, message, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype: r#type, status };
+    let rc = next(buf, count, r#type, message, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Mrecv, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -788,10 +793,10 @@ unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_in
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
-    let rc = next(source, tag, comm, status);
     let traffic = Traffic::None;
+    let rc = next(source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Probe, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -830,10 +835,10 @@ unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source };
     let rc = next(buf, count, datatype, source, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: true }));
     rc
 }
 #[cold]
@@ -869,10 +874,10 @@ unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: 
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(buf, count, datatype, source, tag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Recv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -910,11 +915,12 @@ unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI
     let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
+    let freeing = requests::freeing(request);
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_free, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Free(freeing));
     rc
 }
 #[cold]
@@ -948,10 +954,10 @@ unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MP
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Request_get_status, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -985,10 +991,10 @@ unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, cou
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
-    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(ibuf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1022,10 +1028,10 @@ unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Rsend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1059,10 +1065,10 @@ unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1096,10 +1102,10 @@ unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Send, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1140,10 +1146,10 @@ unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(sendcount), datatype: sendtype, peer: dest, recv_count: MPI_Count::from(recvcount), recv_datatype: recvtype, status };
+    let rc = next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1184,10 +1190,10 @@ unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_v
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Sendrecv_replace, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traffic = Traffic::SendReceived { count: MPI_Count::from(count), datatype, peer: dest, recv_count: MPI_Count::from(count), recv_datatype: datatype, status };
+    let rc = next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag: sendtag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Sendrecv_replace, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1221,10 +1227,10 @@ unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     let rc = next(buf, count, datatype, dest, tag, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend_init, rc, traffic, comm, rt::After::Keep(requests::Later::Persistent { request, receive: false }));
     rc
 }
 #[cold]
@@ -1258,10 +1264,10 @@ unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, coun
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
-    let rc = next(buf, count, datatype, dest, tag, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let rc = next(buf, count, datatype, dest, tag, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, tag, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ssend, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1300,10 +1306,10 @@ unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Reques
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
-    let rc = next(request);
     let traffic = Traffic::None;
+    let rc = next(request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(request, 1));
     rc
 }
 #[cold]
@@ -1342,10 +1348,10 @@ unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_o
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_requests);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Startall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Start(array_of_requests, count));
     rc
 }
 #[cold]
@@ -1384,10 +1390,10 @@ unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1421,10 +1427,10 @@ unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *m
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1458,10 +1464,10 @@ unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: 
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
-    let rc = next(status, datatype, count);
     let traffic = Traffic::None;
+    let rc = next(status, datatype, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Status_set_elements_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1490,27 +1496,34 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
 
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
-unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testall, general) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, flag, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testall(via_pmpi, true, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(via_pmpi, true, true, count, array_of_requests, flag, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testall(via_pmpi, false, true, count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(false, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(false, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1521,7 +1534,7 @@ pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testall(true, false, count, array_of_requests, flag, array_of_statuses)
+    wrap_MPI_Testall(true, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1532,27 +1545,34 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
-unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testany, general) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag, index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, flag, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testany(via_pmpi, true, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(via_pmpi, true, true, count, array_of_requests, index, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testany(via_pmpi, false, true, count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(false, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(false, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1563,7 +1583,7 @@ pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testany(true, false, count, array_of_requests, index, flag, status)
+    wrap_MPI_Testany(true, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1574,27 +1594,34 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
-unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Test, general) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag, index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test, request, 1) } else { None };
-    let rc = next(request, flag, status);
     let traffic = Traffic::None;
+    let rc = next(request, flag, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Test(via_pmpi, true, request, flag, status)
+    wrap_MPI_Test(via_pmpi, true, true, request, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Test(via_pmpi, false, true, request, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(false, false, request, flag, status)
+    wrap_MPI_Test(false, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1605,7 +1632,7 @@ pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, s
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(true, false, request, flag, status)
+    wrap_MPI_Test(true, false, false, request, flag, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1621,10 +1648,10 @@ unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const 
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
-    let rc = next(status, flag);
     let traffic = Traffic::None;
+    let rc = next(status, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Test_cancelled, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1653,25 +1680,31 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
 
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Testsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Testsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Testsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Testsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1680,7 +1713,7 @@ pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Testsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Testsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1690,27 +1723,34 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
 
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::Each { flag: std::ptr::null(), statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitall, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Each(array_of_statuses), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitall, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitall(via_pmpi, true, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(via_pmpi, true, true, count, array_of_requests, array_of_statuses)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitall(via_pmpi, false, true, count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(false, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(false, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1721,7 +1761,7 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitall(true, false, count, array_of_requests, array_of_statuses)
+    wrap_MPI_Waitall(true, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1732,27 +1772,34 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
+    let status = if watched { requests::watch(call.requests(), array_of_requests, count, requests::Done::One { flag: std::ptr::null(), index, status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitany, array_of_requests, count) } else { None };
-    let rc = next(count, array_of_requests, index, status);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_requests, index, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitany, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitany(via_pmpi, true, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(via_pmpi, true, true, count, array_of_requests, index, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitany(via_pmpi, false, true, count, array_of_requests, index, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(false, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(false, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1763,7 +1810,7 @@ pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_R
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitany(true, false, count, array_of_requests, index, status)
+    wrap_MPI_Waitany(true, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1774,27 +1821,34 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
 
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
-unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Wait, general) else { return general_MPI_Wait(request, status, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
+    let status = if watched { requests::watch(call.requests(), request, 1, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status }) } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wait, request, 1) } else { None };
-    let rc = next(request, status);
     let traffic = Traffic::None;
+    let rc = next(request, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::One(status), ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 #[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Wait(via_pmpi, true, request, status)
+    wrap_MPI_Wait(via_pmpi, true, true, request, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn watched_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Wait(via_pmpi, false, true, request, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(false, false, request, status)
+    wrap_MPI_Wait(false, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1805,7 +1859,7 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_St
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(true, false, request, status)
+    wrap_MPI_Wait(true, false, false, request, status)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1816,25 +1870,31 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
 
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
-unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
+unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
+    let array_of_statuses = if watched { requests::watch(call.requests(), array_of_requests, incount, requests::Done::Some { outcount, indices: array_of_indices, statuses: array_of_statuses }) } else { array_of_statuses };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Waitsome, array_of_requests, incount) } else { None };
-    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traffic = Traffic::None;
+    let rc = next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { completion: trace::Completion::Some { indices: array_of_indices, outcount, statuses: array_of_statuses }, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Waitsome, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, if watched { rt::After::Complete } else { rt::After::Nothing });
     rc
 }
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn general_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
-    wrap_MPI_Waitsome(via_pmpi, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(via_pmpi, true, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+}
+#[inline(never)]
+unsafe extern "C" fn watched_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Waitsome(via_pmpi, false, true, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
 unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(false, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1843,7 +1903,7 @@ pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MP
 }
 #[inline(never)]
 unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    wrap_MPI_Waitsome(true, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
+    wrap_MPI_Waitsome(true, false, false, incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
@@ -1858,8 +1918,8 @@ unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgather, rc, traffic, comm);
     rc
@@ -1900,10 +1960,10 @@ unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -1937,8 +1997,8 @@ unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allgatherv, rc, traffic, comm);
     rc
@@ -1979,10 +2039,10 @@ unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::OwnBlock { counts: traffic::Counts::Int(recvcounts), datatype: recvtype } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2016,8 +2076,8 @@ unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Allreduce, rc, traffic, comm);
     rc
@@ -2058,10 +2118,10 @@ unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iallreduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2100,8 +2160,8 @@ unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoall, rc, traffic, comm);
     rc
@@ -2142,10 +2202,10 @@ unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
-    let traffic = Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2184,8 +2244,8 @@ unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallv, rc, traffic, comm);
     rc
@@ -2226,10 +2286,10 @@ unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype: recvtype, comm } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, comm } };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2263,8 +2323,8 @@ unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Alltoallw, rc, traffic, comm);
     rc
@@ -2300,10 +2360,10 @@ unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRankTyped { counts: traffic::Counts::Int(recvcounts), datatypes: recvtypes, in_place: true } } else { Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false } };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ialltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2337,8 +2397,8 @@ unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_i
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Barrier, rc, traffic, comm);
     rc
@@ -2379,10 +2439,10 @@ unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, reque
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibarrier, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2421,10 +2481,10 @@ unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, cou
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Bcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2463,10 +2523,10 @@ unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, co
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
-    let rc = next(buffer, count, datatype, root, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let rc = next(buffer, count, datatype, root, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ibcast, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2505,8 +2565,8 @@ unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Exscan, rc, traffic, comm);
     rc
@@ -2542,10 +2602,10 @@ unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iexscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2579,36 +2639,31 @@ unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gather(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -2621,10 +2676,10 @@ unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: MPI_Count::from(recvcount), in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2658,36 +2713,31 @@ unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Gatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
 #[inline(never)]
-#[link_section = ".text.warm.mpistat"]
 unsafe extern "C" fn general_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
     wrap_MPI_Gatherv(via_pmpi, true, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Gatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
@@ -2700,10 +2750,10 @@ unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(0), datatype: recvtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: sendbuf, count: MPI_Count::from(sendcount), datatype: sendtype, in_place_count: 0, in_place_datatype: recvtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Igatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2737,10 +2787,10 @@ unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2774,10 +2824,10 @@ unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgather, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2811,10 +2861,10 @@ unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2848,10 +2898,10 @@ unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_allgatherv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2885,10 +2935,10 @@ unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *co
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2922,10 +2972,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
-    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER };
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoall, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2959,10 +3009,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -2996,10 +3046,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: traffic::NO_PEER, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3033,10 +3083,10 @@ unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *c
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Neighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3070,10 +3120,10 @@ unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
+    let traffic = Traffic::PerRankTyped { counts: traffic::Counts::Int(sendcounts), datatypes: sendtypes, in_place: false };
     let rc = next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request);
-    let traffic = Traffic::None;
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ineighbor_alltoallw, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3107,10 +3157,10 @@ unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void,
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Reduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3149,10 +3199,10 @@ unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3191,10 +3241,10 @@ unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_v
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, inoutbuf, count, datatype, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Reduce_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3228,8 +3278,8 @@ unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter, rc, traffic, comm);
     rc
@@ -3265,10 +3315,10 @@ unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *cons
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, peer: traffic::NO_PEER, in_place: false } };
     let rc = next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
-    let traffic = Traffic::PerRank { counts: traffic::Counts::Int(recvcounts), datatype, comm };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3302,8 +3352,8 @@ unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Reduce_scatter_block, rc, traffic, comm);
     rc
@@ -3339,10 +3389,10 @@ unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf:
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(recvcount), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Ireduce_scatter_block, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3376,8 +3426,8 @@ unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, r
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
     rt::leave_superstep(call, traced, id::MPI_Scan, rc, traffic, comm);
     rc
@@ -3413,10 +3463,10 @@ unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, 
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
-    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscan, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3450,10 +3500,10 @@ unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3492,10 +3542,10 @@ unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: MPI_Count::from(sendcount), in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3529,10 +3579,10 @@ unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Scatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3566,10 +3616,10 @@ unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_vo
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: true } } else { Traffic::PerRank { counts: traffic::Counts::Int(sendcounts), datatype: sendtype, peer: root, in_place: false } };
     let rc = next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
-    let traffic = if root >= 0 { Traffic::InPlaceOr { buf: recvbuf, count: MPI_Count::from(recvcount), datatype: recvtype, in_place_count: 0, in_place_datatype: sendtype } } else { Traffic::None };
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Iscatterv, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3603,10 +3653,10 @@ unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3640,10 +3690,10 @@ unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: 
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Compare_and_swap, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3677,10 +3727,10 @@ unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *con
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traffic = Traffic::Elements { count: 1, datatype, peer: target_rank };
+    let rc = next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Fetch_and_op, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3714,10 +3764,10 @@ unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3756,10 +3806,10 @@ unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *c
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3793,10 +3843,10 @@ unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Put, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3835,10 +3885,10 @@ unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *cons
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Raccumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3872,10 +3922,10 @@ unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void,
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3909,10 +3959,10 @@ unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rget_accumulate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3946,10 +3996,10 @@ unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_voi
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
-    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(origin_count), datatype: origin_datatype, peer: target_rank };
+    let rc = next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Rput, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -3983,10 +4033,10 @@ unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, d
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4020,10 +4070,10 @@ unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traffic = Traffic::None;
+    let rc = next(size, disp_unit, info, comm, baseptr, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_allocate_shared, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4057,10 +4107,10 @@ unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base, size);
     let traffic = Traffic::None;
+    let rc = next(win, base, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_attach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4094,10 +4144,10 @@ unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errorcode);
     let traffic = Traffic::None;
+    let rc = next(win, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4131,10 +4181,10 @@ unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> 
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_complete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4168,10 +4218,10 @@ unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, 
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
-    let rc = next(base, size, disp_unit, info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(base, size, disp_unit, info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4205,10 +4255,10 @@ unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_I
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
-    let rc = next(info, comm, win);
     let traffic = Traffic::None;
+    let rc = next(info, comm, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Win_create_dynamic, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4242,10 +4292,10 @@ unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4279,10 +4329,10 @@ unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_att
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4316,10 +4366,10 @@ unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, 
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4353,10 +4403,10 @@ unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base:
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
-    let rc = next(win, base);
     let traffic = Traffic::None;
+    let rc = next(win, base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_detach, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4390,10 +4440,10 @@ unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: 
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_fence, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4432,10 +4482,10 @@ unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MP
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4474,10 +4524,10 @@ unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) ->
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4511,10 +4561,10 @@ unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, w
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4548,10 +4598,10 @@ unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_W
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_flush_local_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4585,10 +4635,10 @@ unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) ->
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4622,10 +4672,10 @@ unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(win_keyval);
     let traffic = Traffic::None;
+    let rc = next(win_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4659,10 +4709,10 @@ unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4696,10 +4746,10 @@ unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4733,10 +4783,10 @@ unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, gr
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(win, group);
     let traffic = Traffic::None;
+    let rc = next(win, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4770,10 +4820,10 @@ unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info_used);
     let traffic = Traffic::None;
+    let rc = next(win, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4807,10 +4857,10 @@ unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(win, win_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4844,10 +4894,10 @@ unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, ran
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
-    let rc = next(lock_type, rank, assert, win);
     let traffic = Traffic::None;
+    let rc = next(lock_type, rank, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4886,10 +4936,10 @@ unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, wi
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(assert, win);
     let traffic = Traffic::None;
+    let rc = next(assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_lock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4923,10 +4973,10 @@ unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, ass
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_post, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4960,10 +5010,10 @@ unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(win, win_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -4997,10 +5047,10 @@ unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Wi
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(win, errhandler);
     let traffic = Traffic::None;
+    let rc = next(win, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5034,10 +5084,10 @@ unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, inf
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(win, info);
     let traffic = Traffic::None;
+    let rc = next(win, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5071,10 +5121,10 @@ unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(win, win_name);
     let traffic = Traffic::None;
+    let rc = next(win, win_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5108,10 +5158,10 @@ unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win,
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
-    let rc = next(win, rank, size, disp_unit, baseptr);
     let traffic = Traffic::None;
+    let rc = next(win, rank, size, disp_unit, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_shared_query, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5145,10 +5195,10 @@ unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, as
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
-    let rc = next(group, assert, win);
     let traffic = Traffic::None;
+    let rc = next(group, assert, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5182,10 +5232,10 @@ unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5219,10 +5269,10 @@ unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
-    let rc = next(win, flag);
     let traffic = Traffic::None;
+    let rc = next(win, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_test, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5256,10 +5306,10 @@ unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: M
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
-    let rc = next(rank, win);
     let traffic = Traffic::None;
+    let rc = next(rank, win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5298,10 +5348,10 @@ unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_unlock_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5335,10 +5385,10 @@ unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_in
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
-    let rc = next(win);
     let traffic = Traffic::None;
+    let rc = next(win);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Win_wait, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5372,10 +5422,10 @@ unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, errorcode);
     let traffic = Traffic::None;
+    let rc = next(fh, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_call_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5409,10 +5459,10 @@ unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5446,10 +5496,10 @@ unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5483,10 +5533,10 @@ unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(file, errhandler);
     let traffic = Traffic::None;
+    let rc = next(file, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5520,10 +5570,10 @@ unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, file
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, filename, amode, info, fh);
     let traffic = Traffic::None;
+    let rc = next(comm, filename, amode, info, fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_File_open, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5557,10 +5607,10 @@ unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) 
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_close, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5594,10 +5644,10 @@ unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(filename, info);
     let traffic = Traffic::None;
+    let rc = next(filename, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5631,10 +5681,10 @@ unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5668,10 +5718,10 @@ unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_preallocate, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5705,10 +5755,10 @@ unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, si
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, size);
     let traffic = Traffic::None;
+    let rc = next(fh, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5742,10 +5792,10 @@ unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, g
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, group);
     let traffic = Traffic::None;
+    let rc = next(fh, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_group, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5779,10 +5829,10 @@ unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, a
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, amode);
     let traffic = Traffic::None;
+    let rc = next(fh, amode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_amode, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5816,10 +5866,10 @@ unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info);
     let traffic = Traffic::None;
+    let rc = next(fh, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5853,10 +5903,10 @@ unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, in
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, info_used);
     let traffic = Traffic::None;
+    let rc = next(fh, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5890,10 +5940,10 @@ unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5927,10 +5977,10 @@ unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, di
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, disp, etype, filetype, datarep);
     let traffic = Traffic::None;
+    let rc = next(fh, disp, etype, filetype, datarep);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_view, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -5966,10 +6016,10 @@ unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, off
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6005,10 +6055,10 @@ unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6042,10 +6092,10 @@ unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6079,10 +6129,10 @@ unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6116,10 +6166,10 @@ unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, of
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6153,10 +6203,10 @@ unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, o
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6190,10 +6240,10 @@ unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, offset, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6227,10 +6277,10 @@ unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_at_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6266,10 +6316,10 @@ unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6305,10 +6355,10 @@ unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, bu
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6342,10 +6392,10 @@ unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6379,10 +6429,10 @@ unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6416,10 +6466,10 @@ unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: 
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6453,10 +6503,10 @@ unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf:
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6490,10 +6540,10 @@ unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, b
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6527,10 +6577,10 @@ unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, 
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_all, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6564,10 +6614,10 @@ unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6601,10 +6651,10 @@ unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6638,10 +6688,10 @@ unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, disp);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, disp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_byte_offset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6677,10 +6727,10 @@ unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6714,10 +6764,10 @@ unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6751,10 +6801,10 @@ unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
-    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    let rc = next(fh, buf, count, datatype, request);
+    let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { request, ..trace::Args::NONE } });
+    rt::leave(call, traced, id::MPI_File_iread_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Keep(requests::Later::Completion(request)));
     rc
 }
 #[cold]
@@ -6788,10 +6838,10 @@ unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, request);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_iwrite_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6827,10 +6877,10 @@ unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
     let status = if status == traffic::STATUS_IGNORE { local_status.as_mut_ptr() } else { status };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Received { count: MPI_Count::from(count), datatype, status };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6864,10 +6914,10 @@ unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype, status);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6901,10 +6951,10 @@ unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File,
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, whence);
     let traffic = Traffic::None;
+    let rc = next(fh, offset, whence);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_seek_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6938,10 +6988,10 @@ unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset);
     let traffic = Traffic::None;
+    let rc = next(fh, offset);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_position_shared, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -6975,10 +7025,10 @@ unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7012,10 +7062,10 @@ unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7049,10 +7099,10 @@ unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, offset, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, offset, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7086,10 +7136,10 @@ unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_at_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7123,10 +7173,10 @@ unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_Fi
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7160,10 +7210,10 @@ unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7197,10 +7247,10 @@ unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7234,10 +7284,10 @@ unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_all_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7271,10 +7321,10 @@ unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MP
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7308,10 +7358,10 @@ unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_read_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7345,10 +7395,10 @@ unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: M
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, count, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    let rc = next(fh, buf, count, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_begin, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7382,10 +7432,10 @@ unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, buf, status);
     let traffic = Traffic::None;
+    let rc = next(fh, buf, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_write_ordered_end, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7419,10 +7469,10 @@ unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_F
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, datatype, extent);
     let traffic = Traffic::None;
+    let rc = next(fh, datatype, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_type_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7456,10 +7506,10 @@ unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_set_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7493,10 +7543,10 @@ unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_Fil
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
-    let rc = next(fh, flag);
     let traffic = Traffic::None;
+    let rc = next(fh, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_get_atomicity, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7530,10 +7580,10 @@ unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_i
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
-    let rc = next(fh);
     let traffic = Traffic::None;
+    let rc = next(fh);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_File_sync, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7567,10 +7617,10 @@ unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traffic = Traffic::None;
+    let rc = next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Register_datarep, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7604,10 +7654,10 @@ unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
-    let rc = next(location, address);
     let traffic = Traffic::None;
+    let rc = next(location, address);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_address, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7641,10 +7691,10 @@ unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const 
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, incount, datatype, outbuf, outsize, position);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7678,10 +7728,10 @@ unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *c
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, incount, datatype, size);
     let traffic = Traffic::None;
+    let rc = next(datarep, incount, datatype, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Pack_external_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7715,10 +7765,10 @@ unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, inc
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(incount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, incount, datatype, outbuf, outsize, position, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7752,10 +7802,10 @@ unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, data
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
-    let rc = next(incount, datatype, comm, size);
     let traffic = Traffic::None;
+    let rc = next(incount, datatype, comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Pack_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7789,10 +7839,10 @@ unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_D
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_commit, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7826,10 +7876,10 @@ unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, 
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
-    let rc = next(count, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_contiguous, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7863,10 +7913,10 @@ unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
-    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_darray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7900,10 +7950,10 @@ unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_complex, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7937,10 +7987,10 @@ unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_i
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
-    let rc = next(r, newtype);
     let traffic = Traffic::None;
+    let rc = next(r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_integer, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -7974,10 +8024,10 @@ unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int,
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
-    let rc = next(p, r, newtype);
     let traffic = Traffic::None;
+    let rc = next(p, r, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_f90_real, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8011,10 +8061,10 @@ unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, cou
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8048,10 +8098,10 @@ unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hindexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8085,10 +8135,10 @@ unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_hvector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8122,10 +8172,10 @@ unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_a
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8159,10 +8209,10 @@ unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, coun
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_indexed_block, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8196,10 +8246,10 @@ unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_in
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_struct, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8233,10 +8283,10 @@ unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
-    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_subarray, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8270,10 +8320,10 @@ unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: M
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
-    let rc = next(oldtype, lb, extent, newtype);
     let traffic = Traffic::None;
+    let rc = next(oldtype, lb, extent, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_create_resized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8307,10 +8357,10 @@ unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_delete_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8344,10 +8394,10 @@ unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype,
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, newtype);
     let traffic = Traffic::None;
+    let rc = next(r#type, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8385,10 +8435,10 @@ unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Dat
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type);
     let traffic = Traffic::None;
+    let rc = next(r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::traffic::forget_type_sizes();
     rc
 }
@@ -8423,10 +8473,10 @@ unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(type_keyval);
     let traffic = Traffic::None;
+    let rc = next(type_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8460,10 +8510,10 @@ unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8497,10 +8547,10 @@ unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_D
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
-    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traffic = Traffic::None;
+    let rc = next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_contents, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8534,10 +8584,10 @@ unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traffic = Traffic::None;
+    let rc = next(r#type, num_integers, num_addresses, num_datatypes, combiner);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_envelope, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8571,10 +8621,10 @@ unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Da
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8608,10 +8658,10 @@ unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, lb, extent);
     let traffic = Traffic::None;
+    let rc = next(r#type, lb, extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8645,10 +8695,10 @@ unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8682,10 +8732,10 @@ unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype:
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8719,10 +8769,10 @@ unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatyp
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
-    let rc = next(datatype, true_lb, true_extent);
     let traffic = Traffic::None;
+    let rc = next(datatype, true_lb, true_extent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_get_true_extent_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8756,10 +8806,10 @@ unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, arr
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_indexed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8793,10 +8843,10 @@ unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_i
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
-    let rc = next(typeclass, size, r#type);
     let traffic = Traffic::None;
+    let rc = next(typeclass, size, r#type);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_match_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8830,10 +8880,10 @@ unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_keyval, attr_val);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_keyval, attr_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_attr, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8867,10 +8917,10 @@ unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Data
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, type_name);
     let traffic = Traffic::None;
+    let rc = next(r#type, type_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_set_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8904,10 +8954,10 @@ unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8941,10 +8991,10 @@ unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Dataty
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
-    let rc = next(r#type, size);
     let traffic = Traffic::None;
+    let rc = next(r#type, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_size_x, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -8978,10 +9028,10 @@ unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, bloc
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
-    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traffic = Traffic::None;
+    let rc = next(count, blocklength, stride, oldtype, newtype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Type_vector, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9015,10 +9065,10 @@ unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, i
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
-    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(inbuf, insize, position, outbuf, outcount, datatype, comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Unpack, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9052,10 +9102,10 @@ unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *cons
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
-    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traffic = Traffic::Elements { count: MPI_Count::from(outcount), datatype, peer: traffic::NO_PEER };
+    let rc = next(datarep, inbuf, insize, position, outbuf, outcount, datatype);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpack_external, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9089,10 +9139,10 @@ unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name);
     let traffic = Traffic::None;
+    let rc = next(port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Close_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9126,10 +9176,10 @@ unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const 
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_accept, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9163,10 +9213,10 @@ unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_call_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9200,10 +9250,10 @@ unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(comm1, comm2, result);
     let traffic = Traffic::None;
+    let rc = next(comm1, comm2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9237,10 +9287,10 @@ unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
-    let rc = next(port_name, info, root, comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(port_name, info, root, comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_connect, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9274,10 +9324,10 @@ unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, functio
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(function, errhandler);
     let traffic = Traffic::None;
+    let rc = next(function, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_errhandler, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9311,10 +9361,10 @@ unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_a
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_create_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9348,10 +9398,10 @@ unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, tag, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, tag, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_create_group, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9385,10 +9435,10 @@ unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, gr
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, group, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_create, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9422,10 +9472,10 @@ unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_delete_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9463,10 +9513,10 @@ unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_disconnect, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_disconnect, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -9501,10 +9551,10 @@ unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newco
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_dup, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9538,10 +9588,10 @@ unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newc
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, newcomm, request);
     let traffic = Traffic::None;
+    let rc = next(comm, newcomm, request);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_idup, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9575,10 +9625,10 @@ unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_C
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_dup_with_info, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -9612,10 +9662,10 @@ unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_keyval);
     let traffic = Traffic::None;
+    let rc = next(comm_keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free_keyval, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9653,10 +9703,10 @@ unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm)
         return rc;
     };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free, std::ptr::null(), 0) } else { None };
-    let rc = next(comm);
     let traffic = Traffic::None;
+    let rc = next(comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::places::forget_comms();
     rc
 }
@@ -9691,10 +9741,10 @@ unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9728,10 +9778,10 @@ unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, erhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, erhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9765,10 +9815,10 @@ unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info_used);
     let traffic = Traffic::None;
+    let rc = next(comm, info_used);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9802,10 +9852,10 @@ unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_get_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9839,10 +9889,10 @@ unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut M
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
-    let rc = next(parent);
     let traffic = Traffic::None;
+    let rc = next(parent);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_get_parent, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9876,10 +9926,10 @@ unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, gro
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9913,10 +9963,10 @@ unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
-    let rc = next(fd, intercomm);
     let traffic = Traffic::None;
+    let rc = next(fd, intercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Comm_join, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9950,10 +10000,10 @@ unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -9992,10 +10042,10 @@ unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Co
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, group);
     let traffic = Traffic::None;
+    let rc = next(comm, group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_group, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10029,10 +10079,10 @@ unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_remote_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10066,10 +10116,10 @@ unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_attr, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10103,10 +10153,10 @@ unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errhandler);
     let traffic = Traffic::None;
+    let rc = next(comm, errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_errhandler, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10140,10 +10190,10 @@ unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, info);
     let traffic = Traffic::None;
+    let rc = next(comm, info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_info, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10177,10 +10227,10 @@ unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, comm_name);
     let traffic = Traffic::None;
+    let rc = next(comm, comm_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_set_name, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10214,10 +10264,10 @@ unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, size);
     let traffic = Traffic::None;
+    let rc = next(comm, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_size, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10256,10 +10306,10 @@ unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_c
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
-    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10293,10 +10343,10 @@ unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_i
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
-    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traffic = Traffic::None;
+    let rc = next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_spawn_multiple, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10330,10 +10380,10 @@ unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, col
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, color, key, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, color, key, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_split, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10367,10 +10417,10 @@ unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, split_type, key, info, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm, split_type, key, info, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_split_type, rc, traffic, comm, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -10404,10 +10454,10 @@ unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Comm_test_inter, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10441,10 +10491,10 @@ unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *m
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
-    let rc = next(errhandler);
     let traffic = Traffic::None;
+    let rc = next(errhandler);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Errhandler_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10478,10 +10528,10 @@ unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Grou
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, result);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, result);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_compare, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10515,10 +10565,10 @@ unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_G
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_difference, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10552,10 +10602,10 @@ unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10589,10 +10639,10 @@ unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Gro
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
-    let rc = next(group);
     let traffic = Traffic::None;
+    let rc = next(group);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10626,10 +10676,10 @@ unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranks, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranks, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10663,10 +10713,10 @@ unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_intersection, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10700,10 +10750,10 @@ unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_excl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10737,10 +10787,10 @@ unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Gr
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
-    let rc = next(group, n, ranges, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group, n, ranges, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_range_incl, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10774,10 +10824,10 @@ unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, r
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(group, rank);
     let traffic = Traffic::None;
+    let rc = next(group, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_rank, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10811,10 +10861,10 @@ unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, s
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
-    let rc = next(group, size);
     let traffic = Traffic::None;
+    let rc = next(group, size);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_size, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10848,10 +10898,10 @@ unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: 
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, n, ranks1, group2, ranks2);
     let traffic = Traffic::None;
+    let rc = next(group1, n, ranks1, group2, ranks2);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_translate_ranks, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10885,10 +10935,10 @@ unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group,
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
-    let rc = next(group1, group2, newgroup);
     let traffic = Traffic::None;
+    let rc = next(group1, group2, newgroup);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Group_union, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10922,10 +10972,10 @@ unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: M
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
-    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Intercomm_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -10959,10 +11009,10 @@ unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
-    let rc = next(intercomm, high, newintercomm);
     let traffic = Traffic::None;
+    let rc = next(intercomm, high, newintercomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: intercomm, newcomm: newintercomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm);
+    rt::leave(call, traced, id::MPI_Intercomm_merge, rc, traffic, intercomm, rt::After::NewComm(newintercomm));
     rc
 }
 #[cold]
@@ -10996,10 +11046,10 @@ unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *con
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Lookup_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11033,10 +11083,10 @@ unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
-    let rc = next(info, port_name);
     let traffic = Traffic::None;
+    let rc = next(info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Open_port, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11070,10 +11120,10 @@ unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *co
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Publish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11107,10 +11157,10 @@ unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
-    let rc = next(service_name, info, port_name);
     let traffic = Traffic::None;
+    let rc = next(service_name, info, port_name);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Unpublish_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11144,10 +11194,10 @@ unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, ke
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_delete, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11181,10 +11231,10 @@ unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val, flag);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11218,10 +11268,10 @@ unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyva
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, keyval, attribute_val);
     let traffic = Traffic::None;
+    let rc = next(comm, keyval, attribute_val);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Attr_put, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11255,10 +11305,10 @@ unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Cop
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
-    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traffic = Traffic::None;
+    let rc = next(copy_fn, delete_fn, keyval, extra_state);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11292,10 +11342,10 @@ unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
-    let rc = next(keyval);
     let traffic = Traffic::None;
+    let rc = next(keyval);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Keyval_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11329,10 +11379,10 @@ unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, ra
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxdims, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxdims, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_coords, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11366,10 +11416,10 @@ unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
-    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traffic = Traffic::None;
+    let rc = next(old_comm, ndims, dims, periods, reorder, comm_cart);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: old_comm, newcomm: comm_cart, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm);
+    rt::leave(call, traced, id::MPI_Cart_create, rc, traffic, old_comm, rt::After::NewComm(comm_cart));
     rc
 }
 #[cold]
@@ -11403,10 +11453,10 @@ unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxdims, dims, periods, coords);
     let traffic = Traffic::None;
+    let rc = next(comm, maxdims, dims, periods, coords);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11440,10 +11490,10 @@ unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims, dims, periods, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims, dims, periods, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11477,10 +11527,10 @@ unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coor
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, coords, rank);
     let traffic = Traffic::None;
+    let rc = next(comm, coords, rank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_rank, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11514,10 +11564,10 @@ unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, dir
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traffic = Traffic::None;
+    let rc = next(comm, direction, disp, rank_source, rank_dest);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_shift, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11551,10 +11601,10 @@ unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remai
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, remain_dims, new_comm);
     let traffic = Traffic::None;
+    let rc = next(comm, remain_dims, new_comm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, newcomm: new_comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cart_sub, rc, traffic, comm, rt::After::NewComm(new_comm));
     rc
 }
 #[cold]
@@ -11588,10 +11638,10 @@ unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nd
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, ndims);
     let traffic = Traffic::None;
+    let rc = next(comm, ndims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Cartdim_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11625,10 +11675,10 @@ unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traffic = Traffic::None;
+    let rc = next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Dist_graph_create, rc, traffic, comm_old, rt::After::NewComm(newcomm));
     rc
 }
 #[cold]
@@ -11662,10 +11712,10 @@ unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_dist_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Dist_graph_create_adjacent, rc, traffic, comm_old, rt::After::NewComm(comm_dist_graph));
     rc
 }
 #[cold]
@@ -11699,10 +11749,10 @@ unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11736,10 +11786,10 @@ unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, com
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traffic = Traffic::None;
+    let rc = next(comm, inneighbors, outneighbors, weighted);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Dist_graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11773,10 +11823,10 @@ unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndi
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
-    let rc = next(nnodes, ndims, dims);
     let traffic = Traffic::None;
+    let rc = next(nnodes, ndims, dims);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Dims_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11810,10 +11860,10 @@ unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Com
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
-    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traffic = Traffic::None;
+    let rc = next(comm_old, nnodes, index, edges, reorder, comm_graph);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm: comm_old, newcomm: comm_graph, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old);
+    rt::leave(call, traced, id::MPI_Graph_create, rc, traffic, comm_old, rt::After::NewComm(comm_graph));
     rc
 }
 #[cold]
@@ -11847,10 +11897,10 @@ unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxi
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, maxindex, maxedges, index, edges);
     let traffic = Traffic::None;
+    let rc = next(comm, maxindex, maxedges, index, edges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11884,10 +11934,10 @@ unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnod
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, index, edges, newrank);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, index, edges, newrank);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_map, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11921,10 +11971,10 @@ unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MP
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, nneighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, nneighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors_count, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11958,10 +12008,10 @@ unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, rank, maxneighbors, neighbors);
     let traffic = Traffic::None;
+    let rc = next(comm, rank, maxneighbors, neighbors);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graph_neighbors, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -11995,10 +12045,10 @@ unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, 
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, nnodes, nedges);
     let traffic = Traffic::None;
+    let rc = next(comm, nnodes, nedges);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Graphdims_get, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12032,10 +12082,10 @@ unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, stat
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, status);
     let traffic = Traffic::None;
+    let rc = next(comm, status);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Topo_test, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12070,10 +12120,10 @@ unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcod
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Abort, std::ptr::null(), 0) } else { None };
-    let rc = next(comm, errorcode);
     let traffic = Traffic::None;
+    let rc = next(comm, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args { comm, ..trace::Args::NONE } });
-    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm);
+    rt::leave(call, traced, id::MPI_Abort, rc, traffic, comm, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12107,10 +12157,10 @@ unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12144,10 +12194,10 @@ unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_i
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
-    let rc = next(errorclass, errorcode);
     let traffic = Traffic::None;
+    let rc = next(errorclass, errorcode);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_code, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12181,10 +12231,10 @@ unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Add_error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12218,10 +12268,10 @@ unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(size, info, baseptr);
     let traffic = Traffic::None;
+    let rc = next(size, info, baseptr);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Alloc_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12255,10 +12305,10 @@ unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, 
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, errorclass);
     let traffic = Traffic::None;
+    let rc = next(errorcode, errorclass);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_class, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12292,10 +12342,10 @@ unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
-    let rc = next(errorcode, string, resultlen);
     let traffic = Traffic::None;
+    let rc = next(errorcode, string, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Error_string, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12330,10 +12380,10 @@ unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12367,10 +12417,10 @@ unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) ->
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Finalized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12404,10 +12454,10 @@ unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) ->
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
-    let rc = next(base);
     let traffic = Traffic::None;
+    let rc = next(base);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Free_mem, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12441,10 +12491,10 @@ unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, resultlen);
     let traffic = Traffic::None;
+    let rc = next(version, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_library_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12478,10 +12528,10 @@ unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut 
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
-    let rc = next(name, resultlen);
     let traffic = Traffic::None;
+    let rc = next(name, resultlen);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_processor_name, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12515,10 +12565,10 @@ unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
-    let rc = next(version, subversion);
     let traffic = Traffic::None;
+    let rc = next(version, subversion);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Get_version, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12552,10 +12602,10 @@ unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Inf
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12589,10 +12639,10 @@ unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, ke
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key);
     let traffic = Traffic::None;
+    let rc = next(info, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_delete, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12626,10 +12676,10 @@ unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newin
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
-    let rc = next(info, newinfo);
     let traffic = Traffic::None;
+    let rc = next(info, newinfo);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_dup, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12663,10 +12713,10 @@ unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info)
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
-    let rc = next(info);
     let traffic = Traffic::None;
+    let rc = next(info);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12700,10 +12750,10 @@ unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, value, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, value, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12737,10 +12787,10 @@ unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info,
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
-    let rc = next(info, nkeys);
     let traffic = Traffic::None;
+    let rc = next(info, nkeys);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nkeys, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12774,10 +12824,10 @@ unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
-    let rc = next(info, n, key);
     let traffic = Traffic::None;
+    let rc = next(info, n, key);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_nthkey, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12811,10 +12861,10 @@ unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_In
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, valuelen, flag);
     let traffic = Traffic::None;
+    let rc = next(info, key, valuelen, flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_get_valuelen, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12848,10 +12898,10 @@ unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: 
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
-    let rc = next(info, key, value);
     let traffic = Traffic::None;
+    let rc = next(info, key, value);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Info_set, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12890,10 +12940,10 @@ unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv);
     let traffic = Traffic::None;
+    let rc = next(argc, argv);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     crate::hooks::after_init(rc, 0, via_pmpi, argc);
     rc
 }
@@ -12933,10 +12983,10 @@ unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Initialized, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -12976,10 +13026,10 @@ unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, 
     };
     crate::hooks::before_init();
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(argc, argv, required, provided);
     let traffic = Traffic::None;
+    let rc = next(argc, argv, required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     let provided_level = if rc == 0 && !provided.is_null() { *provided } else { 0 };
     crate::hooks::after_init(rc, provided_level, via_pmpi, argc);
     rc
@@ -13020,10 +13070,10 @@ unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_in
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
-    let rc = next(flag);
     let traffic = Traffic::None;
+    let rc = next(flag);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Is_thread_main, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13057,10 +13107,10 @@ unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, com
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
-    let rc = next(op, commute);
     let traffic = Traffic::None;
+    let rc = next(op, commute);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_commutative, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13094,10 +13144,10 @@ unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_f
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
-    let rc = next(function, commute, op);
     let traffic = Traffic::None;
+    let rc = next(function, commute, op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13131,10 +13181,10 @@ unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
-    let rc = next(op);
     let traffic = Traffic::None;
+    let rc = next(op);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Op_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13168,10 +13218,10 @@ unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(provided);
     let traffic = Traffic::None;
+    let rc = next(provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Query_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13205,10 +13255,10 @@ unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtick, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13242,10 +13292,10 @@ unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_Wtime, 0, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13284,10 +13334,10 @@ unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int,
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
-    let rc = next(required, provided);
     let traffic = Traffic::None;
+    let rc = next(required, provided);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_init_thread, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13321,10 +13371,10 @@ unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
-    let rc = next();
     let traffic = Traffic::None;
+    let rc = next();
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_finalize, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13358,10 +13408,10 @@ unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cvar);
     let traffic = Traffic::None;
+    let rc = next(num_cvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13395,10 +13445,10 @@ unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13432,10 +13482,10 @@ unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, cvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, cvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13469,10 +13519,10 @@ unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(cvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(cvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13506,10 +13556,10 @@ unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mu
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(handle);
     let traffic = Traffic::None;
+    let rc = next(handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13543,10 +13593,10 @@ unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13580,10 +13630,10 @@ unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cva
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(handle, buf);
     let traffic = Traffic::None;
+    let rc = next(handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_cvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13617,10 +13667,10 @@ unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *m
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_cat);
     let traffic = Traffic::None;
+    let rc = next(num_cat);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13654,10 +13704,10 @@ unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index:
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traffic = Traffic::None;
+    let rc = next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13691,10 +13741,10 @@ unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *co
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, category_index);
     let traffic = Traffic::None;
+    let rc = next(name, category_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13728,10 +13778,10 @@ unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_cvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13765,10 +13815,10 @@ unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_pvars, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13802,10 +13852,10 @@ unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
-    let rc = next(cat_index, len, indices);
     let traffic = Traffic::None;
+    let rc = next(cat_index, len, indices);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_get_categories, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13839,10 +13889,10 @@ unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
-    let rc = next(stamp);
     let traffic = Traffic::None;
+    let rc = next(stamp);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_category_changed, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13876,10 +13926,10 @@ unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut 
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
-    let rc = next(num_pvar);
     let traffic = Traffic::None;
+    let rc = next(num_pvar);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_num, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13913,10 +13963,10 @@ unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traffic = Traffic::None;
+    let rc = next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13950,10 +14000,10 @@ unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const 
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
-    let rc = next(name, var_class, pvar_index);
     let traffic = Traffic::None;
+    let rc = next(name, var_class, pvar_index);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_get_index, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -13987,10 +14037,10 @@ unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session:
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_create, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14024,10 +14074,10 @@ unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session);
     let traffic = Traffic::None;
+    let rc = next(session);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_session_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14061,10 +14111,10 @@ unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: M
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
-    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traffic = Traffic::None;
+    let rc = next(session, pvar_index, obj_handle, handle, count);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_alloc, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14098,10 +14148,10 @@ unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MP
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_handle_free, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14135,10 +14185,10 @@ unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_start, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14172,10 +14222,10 @@ unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_stop, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14209,10 +14259,10 @@ unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pva
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_read, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14246,10 +14296,10 @@ unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_write, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14283,10 +14333,10 @@ unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pv
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle);
     let traffic = Traffic::None;
+    let rc = next(session, handle);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_reset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14320,10 +14370,10 @@ unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
-    let rc = next(session, handle, buf);
     let traffic = Traffic::None;
+    let rc = next(session, handle, buf);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_pvar_readreset, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14357,10 +14407,10 @@ unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, num, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, num, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_info, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]
@@ -14394,10 +14444,10 @@ unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
-    let rc = next(enumtype, index, value, name, name_len);
     let traffic = Traffic::None;
+    let rc = next(enumtype, index, value, name, name_len);
     let traced = traced.map(|entered| trace::Leaving { entered, args: trace::Args::NONE });
-    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE);
+    rt::leave(call, traced, id::MPI_T_enum_get_item, rc, traffic, <crate::ffi::MPI_Comm as crate::family::Handle>::NONE, rt::After::Nothing);
     rc
 }
 #[cold]

@@ -1,0 +1,804 @@
+//! Requests whose data is counted after the call that made them: a nonblocking receive counts
+//! what arrived, which its status says when it completes (as `MPI_Recv` does); a persistent
+//! send or collective counts its arguments at each `MPI_Start`; a persistent receive what
+//! arrived at each completion (docs/counting.md).
+//!
+//! The posting call (`MPI_Irecv`, `MPI_Send_init`, ...) keeps its request's handle with what
+//! the call described (routine, [`Traffic`], communicator) in one process-wide table. A
+//! completing call (`MPI_Wait*`, `MPI_Test*`) looks its requests up *before* calling MPI, which
+//! sets a completed request to `MPI_REQUEST_NULL` ([`watch`]); when one of them is kept and the
+//! caller ignores statuses, the wrapper passes its own (the caller still sees nothing of them),
+//! and afterwards the completed receives add what their statuses say to the routine that posted
+//! them ([`After`](crate::rt::After)). Nothing else changes: MPI gets the same requests in the
+//! same array, no extra call is made, results pass back as they are.
+//!
+//! Cost: a completing call reads one counter ([`LIVE`]) while no request is kept; otherwise it
+//! looks each of its requests up (a hash probe). Below `MPI_THREAD_MULTIPLE` the table is used
+//! without a lock (MPI lets one thread in at a time, and every use is inside an MPI call); at
+//! `MPI_THREAD_MULTIPLE` it takes a spin lock, never held across a call into MPI.
+
+use crate::family::Handle;
+use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Request, MPI_Status};
+use crate::rt::{RoutineId, ThreadTable};
+use crate::spin::{SpinGuard, SpinLock};
+use crate::traffic::Traffic;
+use std::ffi::c_int;
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+/// Requests kept (entries of [`TABLE`]): the completing calls' one test while it is 0.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Threads may use the table at the same time (`MPI_THREAD_MULTIPLE`): take its lock. Until
+/// `MPI_Init` tells the level, it is taken.
+static SHARED: AtomicBool = AtomicBool::new(true);
+static TABLE: SpinLock<Table> = SpinLock::new(Table::EMPTY);
+
+/// Most requests kept at once (a million: 80 MB of table). A receive posted beyond it counts
+/// its posted size when it is posted; a persistent request beyond it counts nothing.
+const MOST: usize = 1 << 20;
+
+/// Before the real `MPI_Init`, with start-up's pages: the table's first slots, so that the
+/// first nonblocking receives of the loops run no allocation code (in `.text`).
+pub fn prepare() {
+    let mut table = Access::table();
+    if table.slots.is_empty() {
+        table.grow();
+    }
+}
+
+/// Whether the table is shared by threads at once (`MPI_THREAD_MULTIPLE`): set at `MPI_Init`
+/// (inlined there: `.text.init`).
+#[inline(always)]
+pub fn set_shared(shared: bool) {
+    SHARED.store(shared, Relaxed);
+}
+
+/// The table, under its lock where threads share it (no closure: a closure's body may be
+/// compiled out of line into `.text`, one more 64 KiB chunk of code in a rank's loop).
+struct Access(Option<SpinGuard<'static, Table>>);
+
+impl Access {
+    #[inline(always)]
+    fn table() -> Access {
+        Access(SHARED.load(Relaxed).then(|| TABLE.lock()))
+    }
+}
+
+impl std::ops::Deref for Access {
+    type Target = Table;
+    #[inline(always)]
+    fn deref(&self) -> &Table {
+        match &self.0 {
+            Some(guard) => guard,
+            // SAFETY: below MPI_THREAD_MULTIPLE one thread at a time is inside MPI, and the
+            // table is used only inside MPI calls, so its uses are ordered by the program's own
+            // ordering of them.
+            None => unsafe { TABLE.unlocked() },
+        }
+    }
+}
+
+impl std::ops::DerefMut for Access {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Table {
+        match &mut self.0 {
+            Some(guard) => guard,
+            // SAFETY: as in `deref`.
+            None => unsafe { TABLE.unlocked() },
+        }
+    }
+}
+
+/// When a kept request's data counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A nonblocking receive: at its completion, what arrived; then it is forgotten.
+    Receive,
+    /// A persistent receive: at each completion after a start, what arrived.
+    PersistentReceive,
+    /// A persistent send or collective: its arguments, at each start.
+    PersistentStart,
+}
+
+/// What a posting call leaves for later (its request, filled by the successful call).
+#[derive(Clone, Copy)]
+pub enum Later {
+    /// A nonblocking receive (spec term `posts`).
+    Completion(*mut MPI_Request),
+    /// A persistent request (spec term `persistent`): `receive` counts at completions, else at
+    /// starts.
+    Persistent {
+        request: *mut MPI_Request,
+        receive: bool,
+    },
+}
+
+/// One kept request.
+#[derive(Clone, Copy)]
+struct Entry {
+    /// The request's [`Handle::key`]; 0: an empty slot (no request has key 0).
+    key: usize,
+    id: u32,
+    kind: Kind,
+    /// A persistent request was started and has not completed since.
+    active: bool,
+    traffic: Traffic,
+    comm: MPI_Comm,
+}
+
+impl Entry {
+    const EMPTY: Entry = Entry {
+        key: 0,
+        id: 0,
+        kind: Kind::Receive,
+        active: false,
+        traffic: Traffic::None,
+        comm: <MPI_Comm as Handle>::NONE,
+    };
+}
+
+/// The kept requests: open addressing with linear probing, a power-of-two number of slots at
+/// most half full, keyed by handle.
+struct Table {
+    slots: Vec<Entry>,
+    len: usize,
+}
+
+// SAFETY: the raw pointers in entries (handles, argument arrays) are only handed back to the
+// thread's own MPI calls; the table is used under `TABLE`'s lock or MPI's one-thread rule.
+unsafe impl Send for Table {}
+
+impl Table {
+    const EMPTY: Table = Table {
+        slots: Vec::new(),
+        len: 0,
+    };
+
+    #[inline(always)]
+    fn home(&self, key: usize) -> usize {
+        // Fibonacci hashing: handles are aligned pointers or MPICH's ints with a kind in the
+        // high bits; the product's high bits mix both.
+        let bits = self.slots.len().trailing_zeros();
+        ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn find(&self, key: usize) -> Option<usize> {
+        if self.slots.is_empty() || key == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            match self.slots[i].key {
+                0 => return None,
+                k if k == key => return Some(i),
+                _ => i = (i + 1) & mask,
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, key: usize) -> Option<&mut Entry> {
+        self.find(key).map(|i| &mut self.slots[i])
+    }
+
+    /// The slot of `key`, looked for first at `slot` (where it was found before the call: only
+    /// an insertion or removal since can have moved it).
+    #[inline(always)]
+    fn slot_of(&self, key: usize, slot: usize) -> Option<usize> {
+        match self.slots.get(slot) {
+            Some(e) if e.key == key => Some(slot),
+            _ => self.find(key),
+        }
+    }
+
+    /// Keep `entry` (replacing one of the same handle, which MPI has reused); false if full.
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn insert(&mut self, entry: Entry) -> bool {
+        if (self.len + 1) * 2 > self.slots.len() && !self.grow() {
+            return false;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(entry.key);
+        loop {
+            match self.slots[i].key {
+                0 => break,
+                k if k == entry.key => {
+                    self.slots[i] = entry;
+                    return true;
+                }
+                _ => i = (i + 1) & mask,
+            }
+        }
+        self.slots[i] = entry;
+        self.len += 1;
+        LIVE.store(self.len, Relaxed);
+        true
+    }
+
+    /// Twice the slots (64 at first: [`prepare`]), unless that passes [`MOST`].
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) -> bool {
+        let slots = (self.slots.len() * 2).max(64);
+        if slots > 2 * MOST {
+            return false;
+        }
+        let old = std::mem::replace(&mut self.slots, vec![Entry::EMPTY; slots]);
+        self.len = 0;
+        for entry in old.into_iter().filter(|e| e.key != 0) {
+            self.insert(entry);
+        }
+        true
+    }
+
+    /// Forget the request `key`; the entries after it in its run move back so that every
+    /// entry stays reachable from its home slot (no tombstones).
+    fn remove(&mut self, key: usize) -> Option<Entry> {
+        let slot = self.find(key)?;
+        Some(self.remove_at(slot))
+    }
+
+    /// [`Table::remove`] of the entry in `slot`.
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn remove_at(&mut self, slot: usize) -> Entry {
+        let mut hole = slot;
+        let removed = self.slots[hole];
+        let mask = self.slots.len() - 1;
+        let mut i = hole;
+        loop {
+            i = (i + 1) & mask;
+            let key = self.slots[i].key;
+            if key == 0 {
+                break;
+            }
+            // Move the entry at i into the hole unless its home lies cyclically in (hole, i].
+            let home = self.home(key);
+            let stays = if hole <= i {
+                hole < home && home <= i
+            } else {
+                hole < home || home <= i
+            };
+            if !stays {
+                self.slots[hole] = self.slots[i];
+                hole = i;
+            }
+        }
+        self.slots[hole] = Entry::EMPTY;
+        self.len -= 1;
+        LIVE.store(self.len, Relaxed);
+        removed
+    }
+
+    /// Forget every nonblocking receive (persistent requests stay until freed).
+    fn forget_receives(&mut self) {
+        let receives: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|e| e.key != 0 && e.kind == Kind::Receive)
+            .map(|e| e.key)
+            .collect();
+        for key in receives {
+            self.remove(key);
+        }
+    }
+}
+
+/// After a successful nonblocking receive of routine `id` on `comm` (`count` elements of
+/// `datatype` from `peer`): keep its request for its completion. False if it cannot be kept:
+/// then it counts its posted size now.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn keep_receive(
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    peer: c_int,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+) -> bool {
+    let traffic = Traffic::Elements {
+        count,
+        datatype,
+        peer,
+    };
+    keep_entry(id, traffic, comm, request, Kind::Receive)
+}
+
+/// After a successful call of routine `id` on `comm` that made the persistent `request`
+/// describing `traffic` (`receive`: a receive, which counts at each completion, else at each
+/// start): keep it until it is freed. One that cannot be kept counts nothing.
+#[inline(never)]
+pub fn keep_persistent(
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    receive: bool,
+) {
+    let kind = if receive {
+        Kind::PersistentReceive
+    } else {
+        Kind::PersistentStart
+    };
+    keep_entry(id, traffic, comm, request, kind);
+}
+
+#[inline(always)]
+fn keep_entry(
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    request: *mut MPI_Request,
+    kind: Kind,
+) -> bool {
+    if request.is_null() {
+        return true;
+    }
+    // SAFETY: the successful call filled the caller's request.
+    let key = unsafe { *request }.key();
+    let entry = Entry {
+        key,
+        id: id as u32,
+        kind,
+        active: false,
+        traffic,
+        comm,
+    };
+    key == 0 || Access::table().insert(entry)
+}
+
+/// What a thread's completing call keeps from before it calls MPI (one at a time: only the
+/// outermost call of a thread counts): whether it is given kept requests, which (their index in
+/// the call's array and their handle), its [`Done`] (the statuses it passes to MPI: its own
+/// when the caller ignores them), for [`completed`]. Part of the thread's state (`rt`), reused
+/// from call to call, so plain memory from `realloc`, never freed: a type with a destructor
+/// would make every access to the thread's state test whether the thread is ending.
+pub struct Scratch {
+    watching: bool,
+    requests: *const MPI_Request,
+    done: Done,
+    /// The kept requests given: (index in the call's array, handle, slot in the table).
+    hits: Grown<(usize, usize, usize)>,
+    one: MaybeUninit<MPI_Status>,
+    statuses: Grown<MaybeUninit<MPI_Status>>,
+}
+
+impl Scratch {
+    pub const NEW: Scratch = Scratch {
+        watching: false,
+        requests: std::ptr::null(),
+        done: Done::One {
+            flag: std::ptr::null(),
+            index: std::ptr::null(),
+            status: std::ptr::null_mut(),
+        },
+        hits: Grown::NEW,
+        one: MaybeUninit::uninit(),
+        statuses: Grown::NEW,
+    };
+
+    /// The call in progress is given kept requests ([`watch`]): [`completed`] has work.
+    #[inline(always)]
+    pub fn watching(&self) -> bool {
+        self.watching
+    }
+
+    /// The kept requests noted.
+    fn hits(&self) -> &[(usize, usize, usize)] {
+        self.hits.used()
+    }
+}
+
+/// An array that only grows (`realloc`), of `len` used elements.
+struct Grown<T> {
+    at: *mut T,
+    capacity: usize,
+    len: usize,
+}
+
+impl<T: Copy> Grown<T> {
+    const NEW: Grown<T> = Grown {
+        at: std::ptr::null_mut(),
+        capacity: 0,
+        len: 0,
+    };
+
+    /// Room for `n` elements (false if there is no memory for them).
+    #[inline(always)]
+    fn reserve(&mut self, n: usize) -> bool {
+        n <= self.capacity || self.grow_to(n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, n: usize) -> bool {
+        let n = n.max(16).next_power_of_two();
+        let Some(bytes) = n.checked_mul(std::mem::size_of::<T>()) else {
+            return false;
+        };
+        // SAFETY: `at` is null or came from realloc; T is plain data (Copy).
+        let at = unsafe { libc::realloc(self.at.cast(), bytes) }.cast::<T>();
+        if at.is_null() {
+            return false;
+        }
+        (self.at, self.capacity) = (at, n);
+        true
+    }
+
+    fn push(&mut self, value: T) {
+        if self.reserve(self.len + 1) {
+            // SAFETY: room reserved for len + 1 elements.
+            unsafe { self.at.add(self.len).write(value) };
+            self.len += 1;
+        }
+    }
+
+    fn used(&self) -> &[T] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: the first `len` elements were written.
+        unsafe { std::slice::from_raw_parts(self.at, self.len) }
+    }
+}
+
+/// Whether any request is kept: a completing call's counting copy takes its watching copy then
+/// (one load on the plain path).
+#[inline(always)]
+pub fn live() -> bool {
+    LIVE.load(Relaxed) != 0
+}
+
+/// Before a completing call given `n` requests at `requests`, which will report on them as
+/// `done` says: the status(es) to pass to MPI, the caller's unless it ignores them and one of
+/// its requests is kept, noted then in the thread's `scratch` for [`completed`]. The common
+/// case, no request kept at all, is one load.
+#[inline(always)]
+pub fn watch(
+    scratch: &mut Scratch,
+    requests: *const MPI_Request,
+    n: c_int,
+    done: Done,
+) -> *mut MPI_Status {
+    if LIVE.load(Relaxed) == 0 {
+        return done.statuses();
+    }
+    watch_kept(scratch, requests, n, done)
+}
+
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn watch_kept(
+    scratch: &mut Scratch,
+    requests: *const MPI_Request,
+    n: c_int,
+    done: Done,
+) -> *mut MPI_Status {
+    let given = done.statuses();
+    if requests.is_null() || n <= 0 {
+        return given;
+    }
+    // SAFETY: MPI's contract for the completing call: `n` requests.
+    let requests_given = unsafe { std::slice::from_raw_parts(requests, n as usize) };
+    scratch.hits.len = 0;
+    let table = Access::table();
+    for (i, request) in requests_given.iter().enumerate() {
+        let key = request.key();
+        if let Some(slot) = table.find(key) {
+            scratch.hits.push((i, key, slot));
+        }
+    }
+    drop(table);
+    if scratch.hits.len == 0 {
+        return given;
+    }
+    let statuses = if !crate::family::no_status(given) {
+        given
+    } else if matches!(done, Done::One { .. }) {
+        scratch.one.as_mut_ptr()
+    } else if scratch.statuses.reserve(n as usize) {
+        scratch.statuses.at.cast()
+    } else {
+        // No memory for them: MPI fills none, and the call's receives count nothing.
+        return given;
+    };
+    scratch.watching = true;
+    scratch.requests = requests;
+    scratch.done = done.with_statuses(statuses);
+    statuses
+}
+
+/// Which requests a completing call completed, and their statuses (the arguments it passed to
+/// MPI; `flag`, `index`, `outcount` null where the routine has none).
+#[derive(Clone, Copy)]
+pub enum Done {
+    /// `MPI_Wait`, `MPI_Test` (`flag`), `MPI_Waitany` (`index`), `MPI_Testany` (both): one
+    /// request, with `status`.
+    One {
+        flag: *const c_int,
+        index: *const c_int,
+        status: *mut MPI_Status,
+    },
+    /// `MPI_Waitall`, `MPI_Testall` (`flag`): every request, request `i` with `statuses[i]`.
+    Each {
+        flag: *const c_int,
+        statuses: *mut MPI_Status,
+    },
+    /// `MPI_Waitsome`, `MPI_Testsome`: `outcount` requests, the k-th `indices[k]` with
+    /// `statuses[k]`.
+    Some {
+        outcount: *const c_int,
+        indices: *const c_int,
+        statuses: *mut MPI_Status,
+    },
+}
+
+/// `*p` if `p` is not null.
+fn read(p: *const c_int) -> Option<c_int> {
+    // SAFETY: the completing call's output argument, written by MPI when it succeeded.
+    (!p.is_null()).then(|| unsafe { *p })
+}
+
+const UNDEFINED: c_int = crate::ffi::MPI_UNDEFINED as c_int;
+
+impl Done {
+    /// The status (or statuses) argument.
+    #[inline(always)]
+    fn statuses(self) -> *mut MPI_Status {
+        match self {
+            Done::One { status, .. } => status,
+            Done::Each { statuses, .. } | Done::Some { statuses, .. } => statuses,
+        }
+    }
+
+    /// `self` with status (or statuses) argument `statuses`.
+    fn with_statuses(self, statuses: *mut MPI_Status) -> Done {
+        match self {
+            Done::One { flag, index, .. } => Done::One {
+                flag,
+                index,
+                status: statuses,
+            },
+            Done::Each { flag, .. } => Done::Each { flag, statuses },
+            Done::Some {
+                outcount, indices, ..
+            } => Done::Some {
+                outcount,
+                indices,
+                statuses,
+            },
+        }
+    }
+
+    /// The status of the request at index `i` of the call's array, if the call (which returned
+    /// successfully) completed it.
+    fn status_of(self, i: usize) -> Option<*const MPI_Status> {
+        let flag_set = |flag: *const c_int| read(flag).is_none_or(|f| f != 0);
+        match self {
+            Done::One {
+                flag,
+                index,
+                status,
+            } => {
+                let completed = read(index).unwrap_or(0);
+                (flag_set(flag) && completed != UNDEFINED && completed as usize == i)
+                    .then_some(status.cast_const())
+            }
+            Done::Each { flag, statuses } => {
+                // SAFETY: a status per request (the wrapper's own when the caller ignores them).
+                flag_set(flag).then(|| unsafe { statuses.add(i).cast_const() })
+            }
+            Done::Some {
+                outcount,
+                indices,
+                statuses,
+            } => {
+                let n = read(outcount).filter(|&n| n != UNDEFINED)?;
+                // SAFETY: MPI wrote `n` indices and statuses.
+                (0..n.max(0) as usize)
+                    .find(|&k| unsafe { *indices.add(k) } as usize == i)
+                    .map(|k| unsafe { statuses.add(k).cast_const() })
+            }
+        }
+    }
+}
+
+/// After a completing call that returned `rc`, given kept requests noted in `watch` ([`watch`]):
+/// add what those that completed moved (to the routines that posted them), and forget the
+/// nonblocking ones. A call that failed adds nothing; the requests it completed all the same
+/// (`MPI_ERR_IN_STATUS`: their slots became `MPI_REQUEST_NULL`) are forgotten.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn completed(table: &ThreadTable, watch: &mut Scratch, rc: c_int) {
+    watch.watching = false;
+    if rc != 0 {
+        return forget_freed(watch);
+    }
+    let done = watch.done;
+    for &(i, key, slot) in watch.hits() {
+        let Some(status) = done.status_of(i) else {
+            continue;
+        };
+        // One entry at a time under the lock, its data added outside (measuring may call MPI).
+        let mut kept = Access::table();
+        let Some(slot) = kept.slot_of(key, slot) else {
+            continue;
+        };
+        let entry = &mut kept.slots[slot];
+        let counts = match entry.kind {
+            Kind::Receive => true,
+            Kind::PersistentReceive => std::mem::replace(&mut entry.active, false),
+            Kind::PersistentStart => false,
+        };
+        // A kept receive's traffic is its posted block.
+        let (id, posted, comm) = match entry.traffic {
+            Traffic::Elements {
+                count, datatype, ..
+            } => (entry.id as RoutineId, Some((count, datatype)), entry.comm),
+            _ => (entry.id as RoutineId, None, entry.comm),
+        };
+        if entry.kind == Kind::Receive {
+            kept.remove_at(slot);
+        }
+        drop(kept);
+        if let (true, Some((count, datatype))) = (counts, posted) {
+            if !cancelled(status) {
+                let traffic = Traffic::Received {
+                    count,
+                    datatype,
+                    status,
+                };
+                crate::traffic::record(table, id, traffic, comm);
+            }
+        }
+    }
+}
+
+/// [`completed`] of a call that failed: forget the nonblocking receives it completed all the
+/// same (their slots became `MPI_REQUEST_NULL`).
+#[cold]
+#[inline(never)]
+fn forget_freed(watch: &Scratch) {
+    let null = crate::family::predefined::<MPI_Request>(crate::family::Predefined::RequestNull)
+        .map(Handle::key);
+    let mut table = Access::table();
+    for &(i, key, _) in watch.hits() {
+        // SAFETY: the call's array has an entry at every index it was watched at.
+        let after = unsafe { *watch.requests.add(i) }.key();
+        if Some(after) == null && table.get_mut(key).is_some_and(|e| e.kind == Kind::Receive) {
+            table.remove(key);
+        }
+    }
+}
+
+/// Whether a completed receive's status says it was cancelled (nothing arrived).
+fn cancelled(status: *const MPI_Status) -> bool {
+    !crate::family::no_status(status)
+        // SAFETY: MPI filled the status of the request it completed.
+        && unsafe { <crate::family::Built as crate::family::Family>::status_cancelled(status) }
+}
+
+/// After a successful `MPI_Start` or `MPI_Startall` of `n` requests: each kept persistent send
+/// or collective adds its arguments' data, each kept persistent receive is active.
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn started(table: &ThreadTable, requests: *const MPI_Request, n: c_int) {
+    if requests.is_null() || n <= 0 {
+        return;
+    }
+    // SAFETY: MPI's contract for the call: `n` requests.
+    let requests = unsafe { std::slice::from_raw_parts(requests, n as usize) };
+    for request in requests {
+        let mut kept = Access::table();
+        let Some(entry) = kept.get_mut(request.key()) else {
+            continue;
+        };
+        let (id, traffic, comm) = (entry.id as RoutineId, entry.traffic, entry.comm);
+        match entry.kind {
+            Kind::PersistentStart => {
+                drop(kept);
+                crate::traffic::record(table, id, traffic, comm);
+            }
+            Kind::PersistentReceive => entry.active = true,
+            Kind::Receive => {}
+        }
+    }
+}
+
+/// Before `MPI_Request_free`: the request's key if it may be kept (0 otherwise).
+#[inline(always)]
+pub fn freeing(request: *const MPI_Request) -> usize {
+    if !live() || request.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's request, as MPI_Request_free reads it.
+    unsafe { *request }.key()
+}
+
+/// After a successful `MPI_Request_free` of the kept request `key`: forget it. A nonblocking
+/// receive freed before it completed is never counted: no status will tell what arrived.
+#[inline(never)]
+pub fn freed(key: usize) {
+    Access::table().remove(key);
+}
+
+/// Counting paused (`MPI_Pcontrol(0)`): a receive posted before and completed while paused
+/// would leave a stale entry (its handle, reused by MPI for another request, would be taken for
+/// it), so every nonblocking receive is forgotten (one completed after the pause counts
+/// nothing). Persistent requests stay.
+#[inline(always)]
+pub fn forget_receives() {
+    if LIVE.load(Relaxed) != 0 {
+        forget_kept_receives();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn forget_kept_receives() {
+    Access::table().forget_receives();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn entry(key: usize) -> Entry {
+        Entry {
+            key,
+            ..Entry::EMPTY
+        }
+    }
+
+    #[test]
+    fn kept_requests_are_found_until_removed_whatever_their_order() {
+        let mut t = Table::EMPTY;
+        // Keys that crowd a few home slots, as handles from one free list do.
+        let keys: Vec<usize> = (1..=500).map(|k| k * 64).collect();
+        for &k in &keys {
+            assert!(t.insert(entry(k)));
+        }
+        assert_eq!(t.len, keys.len());
+        for &k in keys.iter().step_by(3) {
+            assert_eq!(t.remove(k).map(|e| e.key), Some(k));
+        }
+        for (n, &k) in keys.iter().enumerate() {
+            assert_eq!(t.find(k).is_some(), n % 3 != 0, "key {k}");
+        }
+        assert!(t.remove(7).is_none());
+        assert_eq!(t.find(0), None);
+    }
+
+    proptest! {
+        /// Whatever the order of posts and completions (and handles MPI reuses), the table
+        /// holds exactly the requests kept and not yet forgotten.
+        #[test]
+        fn the_table_holds_what_was_kept_and_not_forgotten(
+            steps in proptest::collection::vec((any::<bool>(), 1usize..200), 0..600),
+        ) {
+            let mut t = Table::EMPTY;
+            let mut model = BTreeSet::new();
+            for (keep, handle) in steps {
+                // Handles as pointers from a pool: multiples of 16 near each other.
+                let key = handle * 16;
+                if keep {
+                    prop_assert!(t.insert(entry(key)));
+                    model.insert(key);
+                } else {
+                    prop_assert_eq!(t.remove(key).map(|e| e.key), model.take(&key));
+                }
+                prop_assert_eq!(t.len, model.len());
+            }
+            for handle in 1..200 {
+                prop_assert_eq!(t.find(handle * 16).is_some(), model.contains(&(handle * 16)));
+            }
+        }
+    }
+}
