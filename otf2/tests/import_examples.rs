@@ -5,6 +5,7 @@
 use mpistat_analysis::analysis::{run_passes_on, summarise};
 use mpistat_analysis::distributed::{forward_on, ThreadExchange};
 use mpistat_analysis::distributed_replay;
+use mpistat_analysis::examples::{assert_close, callpath_id};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::Analysis;
 use mpistat_otf2::Otf2Archive;
@@ -46,24 +47,13 @@ fn analysed(example: &str) -> (Analysis, Vec<String>) {
     (analysis, problems)
 }
 
-fn close(actual: f64, expected: f64) {
-    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
-}
-
-fn id(analysis: &Analysis, label: &str) -> u32 {
-    analysis
-        .callpath(label)
-        .unwrap_or_else(|| panic!("no call path {label}"))
-        .id
-}
-
 fn waiting(analysis: &Analysis, label: &str, rank: u32, pattern: Pattern) -> f64 {
     let index = Pattern::ALL.iter().position(|&p| p == pattern).unwrap();
-    analysis.cell(id(analysis, label), rank).waiting[index]
+    analysis.cell(callpath_id(analysis, label), rank).waiting[index]
 }
 
 fn delay(analysis: &Analysis, label: &str, rank: u32) -> f64 {
-    let cell = analysis.cell(id(analysis, label), rank);
+    let cell = analysis.cell(callpath_id(analysis, label), rank);
     cell.delay_short_term + cell.delay_long_term
 }
 
@@ -71,29 +61,29 @@ fn delay(analysis: &Analysis, label: &str, rank: u32) -> f64 {
 fn late_sender() {
     let (analysis, problems) = analysed("late_sender");
     assert!(problems.is_empty(), "{problems:?}");
-    close(
+    assert_close(
         waiting(&analysis, "MPI_Recv (ls.c:20)", 1, Pattern::LateSender),
         5.0,
     );
-    close(delay(&analysis, "work", 0), 5.0);
+    assert_close(delay(&analysis, "work", 0), 5.0);
     assert_eq!(analysis.ticks_per_second, 1000);
 }
 
 #[test]
 fn late_receiver() {
     let (analysis, _) = analysed("late_receiver");
-    close(
+    assert_close(
         waiting(&analysis, "MPI_Ssend (lr.c:10)", 0, Pattern::LateReceiver),
         5.0,
     );
-    close(delay(&analysis, "work", 1), 5.0);
+    assert_close(delay(&analysis, "work", 1), 5.0);
 }
 
 #[test]
 fn wait_at_nxn() {
     let (analysis, _) = analysed("nxn");
     for rank in [0, 2] {
-        close(
+        assert_close(
             waiting(
                 &analysis,
                 "MPI_Allreduce (nxn.c:30)",
@@ -103,18 +93,18 @@ fn wait_at_nxn() {
             6.0,
         );
     }
-    close(
+    assert_close(
         waiting(&analysis, "MPI_Allreduce (nxn.c:30)", 1, Pattern::WaitAtNxN),
         0.0,
     );
-    close(delay(&analysis, "work", 1), 12.0);
+    assert_close(delay(&analysis, "work", 1), 12.0);
 }
 
 #[test]
 fn wait_at_a_barrier_with_what_the_analysis_does_not_use_noted_once() {
     let (analysis, problems) = analysed("barrier");
     for rank in 0..3 {
-        close(
+        assert_close(
             waiting(
                 &analysis,
                 "MPI_Barrier (b.c:12)",
@@ -124,7 +114,7 @@ fn wait_at_a_barrier_with_what_the_analysis_does_not_use_noted_once() {
             4.0,
         );
     }
-    close(analysis.total_waiting, 12.0);
+    assert_close(analysis.total_waiting, 12.0);
     assert_eq!(analysis.ranks, 4, "the OpenMP thread is no rank");
     assert_eq!(
         problems,
@@ -141,36 +131,36 @@ fn wait_at_a_barrier_with_what_the_analysis_does_not_use_noted_once() {
 fn delay_propagation_of_figure_2() {
     let (analysis, _) = analysed("figure2");
     let (comp, r1, r2) = (
-        id(&analysis, "comp"),
-        id(&analysis, "MPI_Recv (R1)"),
-        id(&analysis, "MPI_Recv (R2)"),
+        callpath_id(&analysis, "comp"),
+        callpath_id(&analysis, "MPI_Recv (R1)"),
+        callpath_id(&analysis, "MPI_Recv (R2)"),
     );
     let b = analysis.cell(r1, 1);
-    close(b.total_waiting(), 2.0);
-    close(b.direct_waiting, 2.0);
-    close(b.propagating_waiting, 2.0);
+    assert_close(b.total_waiting(), 2.0);
+    assert_close(b.direct_waiting, 2.0);
+    assert_close(b.propagating_waiting, 2.0);
     let c = analysis.cell(r2, 2);
-    close(c.total_waiting(), 3.0);
-    close(c.indirect_waiting, 2.0);
-    close(c.direct_waiting, 1.0);
-    close(c.terminal_waiting, 3.0);
-    close(analysis.cell(comp, 0).delay_short_term, 2.0);
-    close(analysis.cell(comp, 0).delay_long_term, 2.0);
-    close(analysis.cell(r1, 1).delay_short_term, 1.0);
+    assert_close(c.total_waiting(), 3.0);
+    assert_close(c.indirect_waiting, 2.0);
+    assert_close(c.direct_waiting, 1.0);
+    assert_close(c.terminal_waiting, 3.0);
+    assert_close(analysis.cell(comp, 0).delay_short_term, 2.0);
+    assert_close(analysis.cell(comp, 0).delay_long_term, 2.0);
+    assert_close(analysis.cell(r1, 1).delay_short_term, 1.0);
 }
 
 /// The same paper, Fig. 3: exact delay costs and the critical path A, B, C.
 #[test]
 fn delay_costs_and_critical_path_of_figure_3() {
     let (analysis, _) = analysed("figure3");
-    let (f, g) = (id(&analysis, "f"), id(&analysis, "g"));
-    let r3 = id(&analysis, "MPI_Recv (R3)");
-    close(analysis.cell(f, 0).delay_short_term, 0.75);
-    close(analysis.cell(f, 0).delay_long_term, 0.375);
-    close(analysis.cell(g, 0).delay_short_term, 2.25);
-    close(analysis.cell(g, 0).delay_long_term, 1.125);
-    close(analysis.cell(r3, 1).delay_short_term, 0.5);
-    close(analysis.total_waiting, 5.0);
+    let (f, g) = (callpath_id(&analysis, "f"), callpath_id(&analysis, "g"));
+    let r3 = callpath_id(&analysis, "MPI_Recv (R3)");
+    assert_close(analysis.cell(f, 0).delay_short_term, 0.75);
+    assert_close(analysis.cell(f, 0).delay_long_term, 0.375);
+    assert_close(analysis.cell(g, 0).delay_short_term, 2.25);
+    assert_close(analysis.cell(g, 0).delay_long_term, 1.125);
+    assert_close(analysis.cell(r3, 1).delay_short_term, 0.5);
+    assert_close(analysis.total_waiting, 5.0);
     let start = analysis.start;
     let path: Vec<(u32, u64, u64)> = (analysis.critical_path.iter())
         .map(|s| (s.rank, s.start - start, s.end - start))
