@@ -606,6 +606,28 @@ macro_rules! write_definition {
 }
 
 impl GlobalDefinitions<'_> {
+    /// Group `id` of MPI, unnamed: the locations group (`members` are locations) or a
+    /// communicator's (`members` are world ranks).
+    fn mpi_group(
+        &mut self,
+        id: u32,
+        kind: ffi::OTF2_GroupType_enum,
+        members: &[u64],
+    ) -> Result<(), Otf2Error> {
+        let unnamed = self.string("")?;
+        write_definition!(
+            self,
+            OTF2_GlobalDefWriter_WriteGroup,
+            id,
+            unnamed,
+            kind as ffi::OTF2_GroupType,
+            ffi::OTF2_PARADIGM_MPI as ffi::OTF2_Paradigm,
+            ffi::OTF2_GROUP_FLAG_NONE as ffi::OTF2_GroupFlag,
+            members.len() as u32,
+            members.as_ptr()
+        )
+    }
+
     /// The string's definition, written the first time it is used.
     fn string(&mut self, text: &str) -> Result<ffi::OTF2_StringRef, Otf2Error> {
         if let Some(&id) = self.strings.get(text) {
@@ -719,32 +741,11 @@ impl GlobalDefinitions<'_> {
         }
         // Group 0: the locations by world rank; the communicators' groups list world ranks.
         let locations: Vec<u64> = (0..written.len() as u64).collect();
-        let empty = self.string("")?;
-        write_definition!(
-            self,
-            OTF2_GlobalDefWriter_WriteGroup,
-            0,
-            empty,
-            ffi::OTF2_GROUP_TYPE_COMM_LOCATIONS as ffi::OTF2_GroupType,
-            ffi::OTF2_PARADIGM_MPI as ffi::OTF2_Paradigm,
-            ffi::OTF2_GROUP_FLAG_NONE as ffi::OTF2_GroupFlag,
-            locations.len() as u32,
-            locations.as_ptr()
-        )?;
+        self.mpi_group(0, ffi::OTF2_GROUP_TYPE_COMM_LOCATIONS, &locations)?;
         for (id, comm) in defs.communicators.iter().enumerate() {
             let members: Vec<u64> = comm.members.iter().map(|&m| m.into()).collect();
             let group = id as u32 + 1;
-            write_definition!(
-                self,
-                OTF2_GlobalDefWriter_WriteGroup,
-                group,
-                empty,
-                ffi::OTF2_GROUP_TYPE_COMM_GROUP as ffi::OTF2_GroupType,
-                ffi::OTF2_PARADIGM_MPI as ffi::OTF2_Paradigm,
-                ffi::OTF2_GROUP_FLAG_NONE as ffi::OTF2_GroupFlag,
-                members.len() as u32,
-                members.as_ptr()
-            )?;
+            self.mpi_group(group, ffi::OTF2_GROUP_TYPE_COMM_GROUP, &members)?;
             let name = match id {
                 0 => self.string("MPI_COMM_WORLD")?,
                 id => self.string(&format!("MPI communicator {id}"))?,
