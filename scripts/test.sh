@@ -1,13 +1,36 @@
 #!/usr/bin/env bash
-# Runs every check CI runs: build, format, lints, all tests (unit, property and end-to-end MPI
-# jobs), then the overhead benchmark in its small size (it prints numbers and fails only if it
-# crashes: speed is measured, not asserted). Run from anywhere; works in a fresh clone.
+# Runs every check CI runs, in two tiers, and prints each tier's duration. Run from anywhere;
+# works in a fresh clone.
+#   scripts/test.sh          the full run (what CI runs): the fast tier, then every end-to-end
+#                            test (real MPI jobs, rsyslogd, Slurm, SMTP, packages...) and the
+#                            benchmarks in their small size (they print numbers and fail only if
+#                            they crash: speed is measured, not asserted)
+#   scripts/test.sh --fast   build, format, lints, every crate's unit and property tests, and one
+#                            smoke job per MPI family: minutes, for a change that needs no more
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$SECONDS
 
-section() { printf '\n==== %s ====\n' "$*"; }
+tier=full
+case "${1:-}" in
+    --fast) tier=fast ;;
+    "") ;;
+    *) echo "usage: scripts/test.sh [--fast]" >&2; exit 2 ;;
+esac
+
+section_start=$SECONDS
+section_name=""
+durations=()
+# Closes the previous section (noting its duration) and opens the next.
+section() {
+    if [[ -n $section_name ]]; then
+        durations+=("$(printf '%-28s %5d s' "$section_name" $((SECONDS - section_start)))")
+    fi
+    section_name=$*
+    section_start=$SECONDS
+    printf '\n==== %s ====\n' "$*"
+}
 
 section "prerequisites"
 # shellcheck source=scripts/prereqs.sh
@@ -45,22 +68,37 @@ else
     echo "SKIPPED: clippy not installed"
 fi
 
-section "tests"
+section "unit and property tests"
 # Release, because the end-to-end tests preload target/release/libmpistat.so. The output is kept
 # to total the "test result:" lines for the closing summary (the last of them is usually an empty
 # doc-test run, which says nothing about the whole).
 test_log=$(mktemp "${TMPDIR:-/tmp}/mpistat-test.XXXXXX")
 trap 'rm -f "$test_log"' EXIT
-cargo test --release --workspace --no-fail-fast 2>&1 | tee "$test_log"
+failed=0
+cargo test --release --workspace --exclude mpistat-e2e --no-fail-fast 2>&1 | tee -a "$test_log" ||
+    failed=1
 
-section "benchmark (small)"
-bash bench/run.sh --small
-bash bench/instructions.sh --small
-bash bench/nodes.sh --small
-bash bench/scale.sh --small
+if [[ $tier == fast ]]; then
+    section "smoke job per MPI family"
+    # One exact record of a C program under each family: the whole in-job path (front,
+    # profiler, syslog) and the decoder.
+    cargo test --release -p mpistat-e2e --test basic -- \
+        c_program_record_has_exact_calls_and_bytes 2>&1 | tee -a "$test_log" || failed=1
+else
+    section "end-to-end tests"
+    cargo test --release -p mpistat-e2e --no-fail-fast 2>&1 | tee -a "$test_log" || failed=1
 
-section "done in $((SECONDS - start)) s"
+    section "benchmark (small)"
+    bash bench/run.sh --small
+    bash bench/instructions.sh --small
+    bash bench/nodes.sh --small
+    bash bench/scale.sh --small
+fi
+
+section "done ($tier tier) in $((SECONDS - start)) s"
+printf '%s\n' "${durations[@]}"
 awk '/^test result:/ { for (i = 2; i <= NF; i++) {
          if ($i ~ /^passed;?$/) p += $(i - 1)
          if ($i ~ /^failed;?$/) f += $(i - 1) } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$test_log"
+exit "$failed"

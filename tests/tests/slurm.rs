@@ -442,12 +442,15 @@ fn start_forever(mpi: Mpi, slurm: &Slurm, syslogd: &Syslogd, args: &[&str]) -> S
 /// record or nothing of the job: a part cut off by `SIGKILL` at most (no second record, no
 /// other problem).
 fn check_killed_record(mpi: Mpi, syslogd: &Syslogd, slurm: &Slurm, id: &str) -> Option<JobRecord> {
-    if mpi == Mpi::Mpich {
-        // The record, if rank 0 got it out, arrived long before the job's end was seen.
+    let record = if mpi == Mpi::Mpich {
+        // The record, if rank 0 got it out, arrived long before the job's end was seen; Hydra
+        // may kill rank 0 between its payload and its summary (sent last), so the summary may
+        // be missing.
         syslogd.assert_at_most_one_record_or_its_missing_parts();
-        syslogd.decoded().records.first()?;
-    }
-    let record = syslogd.single_record();
+        syslogd.decoded().records.into_iter().next()?
+    } else {
+        syslogd.single_record()
+    };
     // Slurm signals every process of the job, `mpirun` too, which passes a SIGTERM on to its
     // ranks: rank 0 names the sender of the one that reached it first (a second SIGTERM while
     // the first is pending is merged into it). Under a loaded CI machine `mpirun`'s came first
