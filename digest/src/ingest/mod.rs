@@ -20,9 +20,21 @@
 //! [`BATCH_LINES`] lines and at the end. The position saved for a file is the end of the last
 //! line read, or the first line of the oldest job begun in that file that is still waiting for
 //! parts, so a rerun (after `kill -9`, or the next timer run) sees that job whole. A job still
-//! missing parts at the end of a run is reported incomplete once the file its first line is in
-//! has not changed for the site's grace period; if its parts turn up later it is stored and the
-//! report is withdrawn.
+//! missing parts at a commit is given up and reported incomplete once its grace is over
+//! ([`Run::within_grace`]): the lines its relay delivered since are the site's grace period
+//! younger than its first line (by the times rsyslog wrote on them, see [`clock`]; lines
+//! without such a time: once the file has not changed for the grace period), or more than
+//! [`REREAD_MAX`] bytes were read after it, so that a run never reads more than that again.
+//! If its parts turn up later it is stored and the report is withdrawn.
+//!
+//! # Memory
+//!
+//! Each sender's [`Assembler`] holds at most [`mpistat_record::wire::PENDING_JOBS_MAX`]
+//! records waiting for parts and [`mpistat_record::wire::PENDING_BYTES_MAX`] bytes of them,
+//! and all senders together at most [`PENDING_JOBS_TOTAL_MAX`] and
+//! [`PENDING_BYTES_TOTAL_MAX`]; a record given up to stay within them is reported incomplete,
+//! saying why. A record beyond the limits of what a record may carry
+//! ([`mpistat_record::limits`]) is rejected as `oversized`. Lines are cut at 256 KiB.
 //!
 //! # Threads
 //!
