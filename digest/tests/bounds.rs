@@ -16,30 +16,21 @@ mod common;
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
 
-use common::{syslog_lines, week_of_jobs, USERS};
+use common::{syslog_lines, week_of_jobs};
 use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-bounds-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::temp_dir(&format!("bounds-{label}"))
 }
 
 fn options(log: &Path) -> Options {
-    Options {
-        // Names are checked against the invented users, not the machine's.
-        accounts: Some(Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
-    }
+    common::ingest_options(log)
 }
 
 fn ingest(db: &mut Database, options: &Options) -> RunStats {
@@ -388,4 +379,172 @@ fn the_escalation_list_holds_no_over_long_application_and_few_entries_a_user() {
     assert!(err.contains(&format!(
         "is not listed: uid 1001 has {ENTRIES_PER_UID_MAX} entries already"
     )));
+}
+
+/// On a log host each relay's lines are judged by that relay's clock: a record of a node whose
+/// queue is flushed late (its lines' times an hour old, among other nodes' current lines)
+/// still waits for its last part, which comes in the next lines of that node.
+#[test]
+fn on_a_log_host_a_record_waits_by_its_own_relays_clock() {
+    let dir = temp_dir("relays");
+    let log = dir.join("records.log");
+    let jobs = week_of_jobs(3);
+    let relayed = |relay: &str, time: &str, line: &str| {
+        let line = line.replacen("2026-11-18T10:00:00.000000+00:00", time, 1);
+        format!("relay={relay} {line}")
+    };
+    let mut lines = syslog_lines(&jobs[0], Some(jobs[0].uid));
+    let last = lines.pop().unwrap();
+    let mut text = String::new();
+    for line in &lines {
+        text.push_str(&relayed(
+            "node1.cluster",
+            "2026-11-18T09:00:00.000000+00:00",
+            line,
+        ));
+    }
+    // node2's lines, an hour later by its clock.
+    for line in syslog_lines(&jobs[1], Some(jobs[1].uid)) {
+        text.push_str(&relayed(
+            "node2.cluster",
+            "2026-11-18T10:00:00.000000+00:00",
+            &line,
+        ));
+    }
+    std::fs::write(&log, &text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let opts = Options {
+        trusted_relays: vec!["*.cluster".into()],
+        ..options(&log)
+    };
+    assert_eq!(ingest(&mut db, &opts).new_jobs, 1);
+    assert_eq!(rejected(&db), vec![], "node1's clock has not moved on");
+    // node1's queue goes on: the last part, a second later by its clock.
+    let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let late = relayed("node1.cluster", "2026-11-18T09:00:01.000000+00:00", &last);
+    file.write_all(late.as_bytes()).unwrap();
+    drop(file);
+    assert_eq!(ingest(&mut db, &opts).new_jobs, 1, "stored whole");
+    assert_eq!(rejected(&db), vec![]);
+
+    // Had node1's own lines gone on for the grace period, it would have been given up.
+    let log = dir.join("moved-on.log");
+    let mut text = String::new();
+    for line in &lines {
+        text.push_str(&relayed(
+            "node1.cluster",
+            "2026-11-18T09:00:00.000000+00:00",
+            line,
+        ));
+    }
+    for line in syslog_lines(&jobs[2], Some(jobs[2].uid)) {
+        text.push_str(&relayed(
+            "node1.cluster",
+            "2026-11-18T09:05:00.000000+00:00",
+            &line,
+        ));
+    }
+    std::fs::write(&log, &text).unwrap();
+    let mut db = Database::open(&dir.join("moved-on.sqlite")).unwrap();
+    let opts = Options {
+        trusted_relays: vec!["*.cluster".into()],
+        ..options(&log)
+    };
+    ingest(&mut db, &opts);
+    let kinds: Vec<String> = rejected(&db).into_iter().map(|r| r.0).collect();
+    assert_eq!(kinds, ["incomplete"]);
+}
+
+/// Records that never complete from many senders: each sender holds at most 256, all of them
+/// together at most 4,096; beyond, the oldest of the sender holding most is given up, and
+/// every record has its row.
+#[test]
+fn records_waiting_for_parts_are_bounded_over_all_senders() {
+    use mpistat_digest::ingest::PENDING_JOBS_TOTAL_MAX;
+    use mpistat_record::wire::PENDING_JOBS_MAX;
+    let dir = temp_dir("senders");
+    let log = dir.join("records.log");
+    let senders = 20;
+    let per_sender = 250;
+    let mut text = String::new();
+    for i in 0..per_sender {
+        for sender in 0..senders {
+            let key = 0x5000_0000u64 + sender * 1000 + i;
+            let head = format!("MPISTAT2 {key:016x} 4/5 00000000 ");
+            let crc = crc32fast::hash(format!("{head}QUFB").as_bytes());
+            text.push_str(&format!(
+                "2026-11-18T10:00:00.000000+00:00 node1 uid={} pid=7 mpistat: {head}{crc:08x} QUFB\n",
+                3000 + sender
+            ));
+        }
+    }
+    std::fs::write(&log, &text).unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let opts = Options {
+        grace: Duration::ZERO,
+        ..options(&log)
+    };
+    ingest(&mut db, &opts);
+    let rejected = rejected(&db);
+    assert_eq!(rejected.len(), (senders * per_sender) as usize);
+    let evicted = rejected
+        .iter()
+        .filter(|r| r.3.contains("of all senders were waiting for parts"))
+        .count();
+    eprintln!(
+        "{} records of {senders} senders, at most {PENDING_JOBS_MAX} a sender and \
+         {PENDING_JOBS_TOTAL_MAX} in all: {evicted} given up before the end",
+        senders * per_sender
+    );
+    assert_eq!(
+        evicted,
+        (senders * per_sender) as usize - PENDING_JOBS_TOTAL_MAX
+    );
+}
+
+/// A commit in the middle of a run gives up only records more than `REREAD_MAX` back: one
+/// whose lines a commit falls between (here: one every 3 lines, in a rotated file without
+/// rsyslog's times) is stored whole.
+#[test]
+fn a_record_across_a_commit_is_stored_whole() {
+    let dir = temp_dir("commits");
+    let log = dir.join("records.log");
+    // Records of several parts: 150 routines with histograms of measured-looking figures.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut figure = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % 1_000_000_000
+    };
+    let jobs: Vec<JobRecord> = week_of_jobs(20)
+        .into_iter()
+        .map(|mut job| {
+            job.routines = (0..150)
+                .map(|i| mpistat_record::RoutineStats {
+                    name: format!("MPI_Routine_{i}"),
+                    class: "p2p".into(),
+                    hist: (0..48).map(|_| figure()).collect(),
+                    ..Default::default()
+                })
+                .collect();
+            job
+        })
+        .collect();
+    let lines_of_first = syslog_lines(&jobs[0], Some(jobs[0].uid)).len();
+    assert!(lines_of_first > 3, "{lines_of_first} lines a record");
+    let untimed: String = jobs
+        .iter()
+        .flat_map(|job| syslog_lines(job, Some(job.uid)))
+        .map(|line| line.replacen("2026-11-18T10:00:00.000000+00:00 node1 ", "", 1))
+        .collect();
+    std::fs::write(dir.join("records.log.1"), untimed).unwrap();
+    std::fs::write(&log, "uid=0 pid=1 gid=0 kernel: the new file\n").unwrap();
+    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let opts = Options {
+        batch_lines: 3,
+        ..options(&log)
+    };
+    assert_eq!(ingest(&mut db, &opts).new_jobs, 20);
+    assert_eq!(rejected(&db), vec![]);
 }

@@ -8,53 +8,20 @@
 //! only, so that nothing else allocates meanwhile. `MPISTAT_FUZZ_CASES` runs more cases.
 
 mod common;
+#[path = "../../record/tests/counting/mod.rs"]
+mod counting;
 
-use common::{syslog_lines, week_of_jobs, USERS};
+use common::{syslog_lines, week_of_jobs};
 use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_site::SiteConfig;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
 use std::time::Duration;
 
-/// Counts the bytes allocated now and their peak.
-struct Counting;
-
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; only counted.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = NOW.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(now, Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        NOW.fetch_sub(layout.size(), Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            let now = NOW.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
-            PEAK.fetch_max(now, Relaxed);
-        } else {
-            NOW.fetch_sub(layout.size() - new_size, Relaxed);
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
 
 /// Most bytes a run over one case's file may allocate at its peak (the reading buffer, the
 /// records of a decoder batch, an assembler's incomplete records at their limit).
@@ -206,9 +173,7 @@ fn cases() -> u32 {
 
 #[test]
 fn any_log_is_ingested_accounting_for_every_line_in_bounded_memory() {
-    let dir = std::env::temp_dir().join(format!("mpistat-ingest-fuzz-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::temp_dir("ingest-fuzz");
     let jobs = week_of_jobs(30);
     let mut runner = TestRunner::new(Config::with_cases(cases()));
     let case = std::cell::Cell::new(0);
@@ -239,15 +204,12 @@ fn any_log_is_ingested_accounting_for_every_line_in_bounded_memory() {
                 let mut db =
                     Database::open(&dir.join(format!("case-{}.sqlite", case.get()))).unwrap();
                 let options = Options {
-                    accounts: Some(Arc::new(Table::new(USERS))),
                     // Every incomplete record is reported in this run.
                     grace: Duration::ZERO,
-                    ..Options::from_site(vec![log.clone()], &SiteConfig::default())
+                    ..common::ingest_options(&log)
                 };
-                let start = NOW.load(Relaxed);
-                PEAK.store(start, Relaxed);
-                let stats = run_once(&mut db, &options, &mut Vec::new());
-                let peak = PEAK.load(Relaxed) - start;
+                let (peak, stats) =
+                    counting::peak_of(|| run_once(&mut db, &options, &mut Vec::new()));
                 prop_assert!(stats.is_ok(), "{stats:?}");
                 worst.set(worst.get().max(peak));
                 prop_assert!(peak < PEAK_MAX, "{peak} bytes allocated");

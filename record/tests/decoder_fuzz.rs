@@ -8,6 +8,7 @@
 //! meanwhile. `MPISTAT_FUZZ_CASES` runs more cases (CI runs the default few hundred).
 
 mod common;
+mod counting;
 
 use mpistat_record::limits;
 use mpistat_record::model::{JobIndex, JobRecord, RoutineStats, Stat};
@@ -15,53 +16,13 @@ use mpistat_record::wire::{Assembler, Problem, PENDING_BYTES_MAX, PENDING_JOBS_M
 use mpistat_record::{encode, AnalysisRecord};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-
-/// Counts the bytes allocated now and their peak.
-struct Counting;
-
-static NOW: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: every call is passed on to the system allocator unchanged; only counted.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let now = NOW.fetch_add(layout.size(), Relaxed) + layout.size();
-        PEAK.fetch_max(now, Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        NOW.fetch_sub(layout.size(), Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if new_size > layout.size() {
-            let now = NOW.fetch_add(new_size - layout.size(), Relaxed) + new_size - layout.size();
-            PEAK.fetch_max(now, Relaxed);
-        } else {
-            NOW.fetch_sub(layout.size() - new_size, Relaxed);
-        }
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: counting::Counting = counting::Counting;
 
 /// Most bytes one case may allocate beyond its input: a record's JSON at its limit parsed
 /// (a few times [`limits::RECORD_JSON_MAX`]) plus what an assembler holds at most.
 const PEAK_MAX: usize = 8 * limits::RECORD_JSON_MAX + PENDING_BYTES_MAX + (8 << 20);
-
-/// The bytes `f` allocated at its peak beyond what was allocated when it began.
-fn peak_of(f: impl FnOnce()) -> usize {
-    let start = NOW.load(Relaxed);
-    PEAK.store(start, Relaxed);
-    f();
-    PEAK.load(Relaxed) - start
-}
 
 /// Feed `lines` to an assembler (checking that it keeps its limits) and decode everything.
 fn decode_all(lines: &[Vec<u8>]) -> (usize, usize) {
@@ -330,9 +291,7 @@ fn random_and_mutated_input_never_panics_and_stays_bounded() {
     );
     runner
         .run(&random, |lines| {
-            let peak = peak_of(|| {
-                decode_all(&lines);
-            });
+            let (peak, _) = counting::peak_of(|| decode_all(&lines));
             worst.set(worst.get().max(peak));
             prop_assert!(peak < PEAK_MAX, "{peak} bytes");
             Ok(())
@@ -350,9 +309,7 @@ fn random_and_mutated_input_never_panics_and_stays_bounded() {
             &(valid_lines(), mutation()),
             |((record, lines), mutation)| {
                 let damaged = apply(&record, &lines, &mutation);
-                let peak = peak_of(|| {
-                    decode_all(&damaged);
-                });
+                let (peak, _) = counting::peak_of(|| decode_all(&damaged));
                 worst.set(worst.get().max(peak));
                 prop_assert!(peak < PEAK_MAX, "{peak} bytes for {mutation:?}");
                 Ok(())
@@ -372,9 +329,7 @@ fn random_and_mutated_input_never_panics_and_stays_bounded() {
         (20_000, 10_000, 100),
     ] {
         let lines = flood(count, parts, data);
-        let mut result = (0, 0);
-        let peak = peak_of(|| result = decode_all(&lines));
-        let (problems, held) = result;
+        let (peak, (problems, held)) = counting::peak_of(|| decode_all(&lines));
         eprintln!(
             "{count} lines, each the last of {parts} parts with {data} bytes of data: \
              at most {held} bytes held, {peak} allocated at the peak, {problems} problems"

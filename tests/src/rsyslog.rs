@@ -186,3 +186,25 @@ impl SingleHost {
             .wait_until(what, || ready(&crate::read_lines(&log)));
     }
 }
+
+/// The shipped single-host configuration (`mpistat.conf`) with its socket at `socket` (no rate
+/// limit, as a test sends bursts) and the records written to `records`.
+pub fn shipped_single_host_config(socket: &Path, records: &Path) -> String {
+    shipped_rsyslog_config(
+        "mpistat.conf",
+        &[
+            (
+                "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
+                &format!(
+                    "module(load=\"imuxsock\" SysSock.Name=\"{}\" SysSock.Annotate=\"on\" \
+                     SysSock.ParseTrusted=\"on\" SysSock.RateLimit.Interval=\"0\")",
+                    socket.display()
+                ),
+            ),
+            (
+                "/var/log/mpistat/records.log",
+                &records.display().to_string(),
+            ),
+        ],
+    )
+}

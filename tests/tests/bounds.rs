@@ -17,7 +17,7 @@
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
 
-use mpistat_e2e::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
+use mpistat_e2e::rsyslog::{shipped_single_host_config, RsyslogDaemon};
 use mpistat_e2e::*;
 use mpistat_record::model::{Imbalance, RoutineStats, Stat};
 use mpistat_record::{JobIndex, JobRecord};
@@ -45,23 +45,7 @@ impl Site {
         let d = dir.path().to_path_buf();
         let socket = d.join("log.sock");
         let records = d.join("records.log");
-        let conf = shipped_rsyslog_config(
-            "mpistat.conf",
-            &[
-                (
-                    "module(load=\"imuxsock\" SysSock.Annotate=\"on\" SysSock.ParseTrusted=\"on\")",
-                    &format!(
-                        "module(load=\"imuxsock\" SysSock.Name=\"{}\" SysSock.Annotate=\"on\" \
-                         SysSock.ParseTrusted=\"on\" SysSock.RateLimit.Interval=\"0\")",
-                        socket.display()
-                    ),
-                ),
-                (
-                    "/var/log/mpistat/records.log",
-                    &records.display().to_string(),
-                ),
-            ],
-        );
+        let conf = shipped_single_host_config(&socket, &records);
         let mut rsyslogd = RsyslogDaemon::start(&d, "rsyslog", &conf);
         rsyslogd.wait_until("the syslog socket", || socket.exists());
         // The users' sockets: they write to it as themselves.

@@ -20,12 +20,13 @@
 //! [`BATCH_LINES`] lines and at the end. The position saved for a file is the end of the last
 //! line read, or the first line of the oldest job begun in that file that is still waiting for
 //! parts, so a rerun (after `kill -9`, or the next timer run) sees that job whole. A job still
-//! missing parts at a commit is given up and reported incomplete once its grace is over
-//! ([`Run::within_grace`]): the lines its relay delivered since are the site's grace period
-//! younger than its first line (by the times rsyslog wrote on them, see [`clock`]; lines
-//! without such a time: once the file has not changed for the grace period), or more than
-//! [`REREAD_MAX`] bytes were read after it, so that a run never reads more than that again.
-//! If its parts turn up later it is stored and the report is withdrawn.
+//! missing parts at the end of a run is given up and reported incomplete once its grace is
+//! over ([`Run::within_grace`]): the lines its relay delivered since are the site's grace
+//! period younger than its first line (by the times rsyslog wrote on them, see [`clock`];
+//! lines without such a time: once the file has not changed for the grace period); and at
+//! any commit, once more than [`REREAD_MAX`] bytes were read after it, so that a run never
+//! reads more than that again. If its parts turn up later it is stored and the report is
+//! withdrawn.
 //!
 //! # Memory
 //!
@@ -453,7 +454,7 @@ impl Run<'_> {
             self.push_line(file, offset, line);
             if self.pending.lines >= self.batch_lines {
                 self.files[file].read_to = opened.offset();
-                let waiting = self.give_up_overdue();
+                let waiting = self.give_up_overdue(false);
                 self.commit(&waiting)?;
             }
         }
@@ -781,14 +782,20 @@ impl Run<'_> {
         unfinished
     }
 
-    /// Give up the jobs waiting for parts whose grace is over ([`Run::within_grace`]):
-    /// rejected as incomplete (one that misses only its summary is filed). Returns the others
-    /// (key and first line), which the next commit keeps the read position at.
-    fn give_up_overdue(&mut self) -> Vec<(String, FirstLine)> {
+    /// Give up the jobs waiting for parts whose grace is over ([`Run::within_grace`]; while
+    /// reading goes on, not `at_end`, only those more than [`REREAD_MAX`] bytes back: the
+    /// others' parts may still come in this run): rejected as incomplete (one that misses only
+    /// its summary is filed). Returns the others (key and first line), which the next commit
+    /// keeps the read position at.
+    fn give_up_overdue(&mut self, at_end: bool) -> Vec<(String, FirstLine)> {
         let mut waiting = Vec::new();
         for (sender, key, first) in self.unfinished_first_lines() {
+            let waits = |first: &FirstLine| match at_end {
+                true => self.within_grace(&sender, first),
+                false => self.read_after(first) <= REREAD_MAX,
+            };
             let file = match first {
-                Some(first) if self.within_grace(&sender, &first) => {
+                Some(first) if waits(&first) => {
                     waiting.push((key, first));
                     continue;
                 }
@@ -880,7 +887,7 @@ impl Run<'_> {
     /// Report jobs still missing parts whose grace period is over, and commit everything.
     fn finish(mut self) -> anyhow::Result<RunStats> {
         self.take_decoded(true);
-        let waiting = self.give_up_overdue();
+        let waiting = self.give_up_overdue(true);
         self.commit(&waiting)?;
         Ok(self.stats)
     }
