@@ -493,9 +493,8 @@ impl Run<'_> {
                 .insert((sender.clone(), lines.pushed), first);
         }
         self.count_held(&sender, held_before);
-        let location = format!("{}:{offset}", self.files[file].input_id());
-        self.take_assembled(&sender, file, &location, Some(line));
-        self.keep_within_total_limits(file, &location);
+        self.take_assembled(&sender, file, Some((offset, line)));
+        self.keep_within_total_limits(file);
         if self.batch.len() >= FILE_BATCH {
             self.send_batch();
             self.take_decoded(false);
@@ -510,20 +509,21 @@ impl Run<'_> {
     }
 
     /// Problems and complete jobs of `sender`'s assembler: the problems as rejected entries
-    /// (line-level ones at `location`, with `line`), the jobs queued for the decoders.
-    fn take_assembled(
-        &mut self,
-        sender: &Sender,
-        file: usize,
-        location: &str,
-        line: Option<&[u8]>,
-    ) {
+    /// (line-level ones of the line just pushed, `line`: its offset in `file` and its text),
+    /// the jobs queued for the decoders.
+    fn take_assembled(&mut self, sender: &Sender, file: usize, line: Option<(u64, &[u8])>) {
         let lines = self.senders.get_mut(sender).expect("a sender with lines");
         let problems = lines.assembler.take_problems();
         let complete = lines.assembler.take_complete();
         for problem in problems {
-            let line = line.map(String::from_utf8_lossy);
-            let rejected = self.rejected_of(problem, file, location.to_string(), line.as_deref());
+            let (location, text) = match line {
+                Some((offset, text)) => (
+                    format!("{}:{offset}", self.files[file].input_id()),
+                    Some(String::from_utf8_lossy(text)),
+                ),
+                None => (String::new(), None),
+            };
+            let rejected = self.rejected_of(problem, file, location, text.as_deref());
             self.pending.rejected.push(rejected);
         }
         for job in complete {
@@ -534,8 +534,8 @@ impl Run<'_> {
 
     /// While the records waiting for parts over all senders are more than
     /// [`PENDING_JOBS_TOTAL_MAX`] or hold more than [`PENDING_BYTES_TOTAL_MAX`], give up the
-    /// oldest of the sender that holds most bytes (rejected as incomplete, at `location`).
-    fn keep_within_total_limits(&mut self, file: usize, location: &str) {
+    /// oldest of the sender that holds most bytes (rejected as incomplete).
+    fn keep_within_total_limits(&mut self, file: usize) {
         while self.pending_jobs > PENDING_JOBS_TOTAL_MAX
             || self.pending_bytes > PENDING_BYTES_TOTAL_MAX
         {
@@ -553,7 +553,7 @@ impl Run<'_> {
             let before = (assembler.pending_jobs(), assembler.pending_bytes());
             assembler.evict_oldest(&reason);
             self.count_held(&largest, before);
-            self.take_assembled(&largest, file, location, None);
+            self.take_assembled(&largest, file, None);
         }
     }
 
@@ -806,7 +806,7 @@ impl Run<'_> {
             let before = (assembler.pending_jobs(), assembler.pending_bytes());
             assembler.give_up(&key);
             self.count_held(&sender, before);
-            self.take_assembled(&sender, file, "", None);
+            self.take_assembled(&sender, file, None);
         }
         waiting
     }
