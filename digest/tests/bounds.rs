@@ -25,8 +25,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-fn temp_dir(label: &str) -> PathBuf {
-    common::temp_dir(&format!("bounds-{label}"))
+/// A test's directory, removed when the test passes (some hold 17 MB).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn temp_dir(label: &str) -> Scratch {
+    Scratch(common::temp_dir(&format!("bounds-{label}")))
 }
 
 fn options(log: &Path) -> Options {
