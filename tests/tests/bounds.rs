@@ -17,7 +17,7 @@
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
 
-use mpistat_e2e::rsyslog::{shipped_single_host_config, RsyslogDaemon};
+use mpistat_e2e::rsyslog::RsyslogDaemon;
 use mpistat_e2e::*;
 use mpistat_record::model::{Imbalance, RoutineStats, Stat};
 use mpistat_record::{JobIndex, JobRecord};
@@ -43,14 +43,9 @@ impl Site {
     fn start(label: &str, ingest: &str) -> Site {
         let dir = TempDir::new(label);
         let d = dir.path().to_path_buf();
-        let socket = d.join("log.sock");
-        let records = d.join("records.log");
-        let conf = shipped_single_host_config(&socket, &records);
-        let mut rsyslogd = RsyslogDaemon::start(&d, "rsyslog", &conf);
-        rsyslogd.wait_until("the syslog socket", || socket.exists());
-        // The users' sockets: they write to it as themselves.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (rsyslogd, socket, records) = RsyslogDaemon::shipped_single_host(&d, "");
         let config = d.join("site.toml");
         std::fs::write(
             &config,

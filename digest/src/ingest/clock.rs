@@ -4,9 +4,9 @@
 //!
 //! rsyslog writes the time it received a message at the start of every line
 //! (`etc/rsyslog.d/mpistat.conf`: `%TIMESTAMP:::date-rfc3339%`; imuxsock takes its own clock,
-//! not the sender's, as `SysSock.IgnoreTimestamp` is on by default); on a log host the line
-//! begins `relay=<name>` and the compute node's rsyslog wrote the time after it
-//! (`etc/rsyslog.d/mpistat-loghost.conf`). A line that came any other way (`unrelayed=`) begins
+//! not the sender's, as its `IgnoreTimestamp` is on by default); on a log host the line begins
+//! `relay=<name>` and the compute node's rsyslog wrote the time after it
+//! (`etc/rsyslog/relay-loghost/defs.conf`). A line that came any other way (`unrelayed=`) begins
 //! with what its sender wrote: its time is not believed, nor a time that lies in the future.
 
 use std::time::SystemTime;
