@@ -117,7 +117,7 @@ fn records_beyond_the_limits_are_rejected_as_oversized_saying_why() {
     );
     let rejected = rejected(&db);
     let detail = |record: &JobRecord| {
-        let key = record.key();
+        let key = record.wire_key();
         let found = rejected.iter().find(|r| r.1 == key);
         let (kind, _, _, detail) = found.unwrap_or_else(|| panic!("{key}: {rejected:#?}"));
         assert_eq!(kind, "oversized");

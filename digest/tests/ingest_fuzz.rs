@@ -152,8 +152,10 @@ fn check_accounted(db: &Database, log: &Path, lines: &[Vec<u8>]) -> Result<(), T
         .collect();
     for (offset, key) in our_lines(lines) {
         let by_line = refs.contains(&format!("{file_id}:{offset}"));
+        // Stored under `<wire key>-<uid>`; rejected under the wire key (and `/<why>`).
         let by_job = key.as_ref().is_some_and(|key| {
-            stored.contains(key) || refs.iter().any(|r| r.split('/').next() == Some(key))
+            let own = |r: &String| r.split(['/', '-']).next() == Some(key);
+            stored.iter().any(own) || refs.iter().any(own)
         });
         prop_assert!(
             by_line || by_job,

@@ -17,7 +17,7 @@
 #[path = "../../record/tests/common/mod.rs"]
 mod forge;
 
-use mpistat_e2e::rsyslog::RsyslogDaemon;
+use mpistat_e2e::rsyslog::SingleHost;
 use mpistat_e2e::*;
 use mpistat_record::model::{Imbalance, RoutineStats, Stat};
 use mpistat_record::{JobIndex, JobRecord};
@@ -30,22 +30,19 @@ use std::time::{Duration, Instant, SystemTime};
 /// A private rsyslogd with the shipped configuration, and the site configuration of the
 /// `mpistat` commands (database, escalation list, records file in its directory).
 struct Site {
-    _dir: TempDir,
+    /// Kept running (and its directory) while the site lives.
+    _syslog: SingleHost,
     dir: PathBuf,
     socket: PathBuf,
     records: PathBuf,
     config: PathBuf,
-    _rsyslogd: RsyslogDaemon,
 }
 
 impl Site {
     /// The site, with `ingest` settings added to the configuration.
     fn start(label: &str, ingest: &str) -> Site {
-        let dir = TempDir::new(label);
-        let d = dir.path().to_path_buf();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let (rsyslogd, socket, records) = RsyslogDaemon::shipped_single_host(&d, "");
+        let syslog = SingleHost::start(label);
+        let d = syslog.dir.path().to_path_buf();
         let config = d.join("site.toml");
         std::fs::write(
             &config,
@@ -57,12 +54,11 @@ impl Site {
         )
         .unwrap();
         Site {
-            _dir: dir,
             dir: d,
-            socket,
-            records,
+            socket: syslog.socket(),
+            records: syslog.log(),
             config,
-            _rsyslogd: rsyslogd,
+            _syslog: syslog,
         }
     }
 
@@ -179,8 +175,17 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// A record of `user`'s that ended a moment ago: 64 ranks for an hour, 40 % in MPI, 25 %
-/// critical-path imbalance (it meets the site's escalation rule), one routine.
+/// This host's name, as rsyslog writes it on the lines (a record must name the host its line
+/// came from).
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// A record of `user`'s that ended a moment ago on this host: 64 ranks for an hour, 40 % in MPI,
+/// 25 % critical-path imbalance (it meets the site's escalation rule), one routine.
 fn record_of(user: &User, n: u32) -> JobRecord {
     let wall = 3_600_000_000_000u64;
     let work = wall * 60 / 100;
@@ -192,7 +197,7 @@ fn record_of(user: &User, n: u32) -> JobRecord {
         user: user.name.clone(),
         exe: format!("{}/solver", user.home.display()),
         argv0: "solver".into(),
-        host: "node1".into(),
+        host: this_host(),
         pid: 1000 + n,
         ranks: 64,
         nodes: 1,
@@ -269,7 +274,7 @@ fn oversized_records_are_rejected_and_the_weeks_pages_stay_small() {
             .env
             .insert("OMPI_MCA_btl".into(), "A".repeat(60_000_000));
         sent.extend(forged(&record));
-        environments.push(record.key());
+        environments.push(record.wire_key());
     }
     eprintln!(
         "20 environment records: {} bytes in {} lines",
@@ -291,7 +296,7 @@ fn oversized_records_are_rejected_and_the_weeks_pages_stay_small() {
             .clone()
     };
     let limit = mpistat_record::limits::RECORD_JSON_MAX;
-    assert!(reason(&histogram.key()).ends_with(&format!(
+    assert!(reason(&histogram.wire_key()).ends_with(&format!(
         "oversized: record JSON of more than {limit} bytes"
     )));
     for key in &environments {
@@ -349,7 +354,7 @@ fn an_over_long_executable_never_reaches_the_escalation_list() {
     );
     let oversized = site.rejected("oversized");
     assert_eq!(oversized.len(), 1, "{oversized:#?}");
-    assert_eq!(oversized[0].0, attack.key());
+    assert_eq!(oversized[0].0, attack.wire_key());
     assert!(oversized[0]
         .1
         .contains("oversized: record JSON of more than"));
