@@ -407,68 +407,45 @@ fn on_a_log_host_a_record_waits_by_its_own_relays_clock() {
     let dir = temp_dir("relays");
     let log = dir.join("records.log");
     let jobs = week_of_jobs(3);
-    let relayed = |relay: &str, time: &str, line: &str| {
-        let line = line.replacen("2026-11-18T10:00:00.000000+00:00", time, 1);
-        format!("relay={relay} {line}")
+    // `lines` as the log host writes them, delivered by `relay`, written there at `time`.
+    let relayed = |relay: &str, time: &str, lines: &[String]| -> String {
+        lines
+            .iter()
+            .map(|line| {
+                let line = line.replacen("2026-11-18T10:00:00.000000+00:00", time, 1);
+                format!("relay={relay} {line}")
+            })
+            .collect()
+    };
+    let options = |log: &Path| Options {
+        trusted_relays: vec!["*.cluster".into()],
+        ..options(log)
     };
     let mut lines = syslog_lines(&jobs[0], Some(jobs[0].uid));
     let last = lines.pop().unwrap();
-    let mut text = String::new();
-    for line in &lines {
-        text.push_str(&relayed(
-            "node1.cluster",
-            "2026-11-18T09:00:00.000000+00:00",
-            line,
-        ));
-    }
+    let before = relayed("node1.cluster", "2026-11-18T09:00:00.000000+00:00", &lines);
     // node2's lines, an hour later by its clock.
-    for line in syslog_lines(&jobs[1], Some(jobs[1].uid)) {
-        text.push_str(&relayed(
-            "node2.cluster",
-            "2026-11-18T10:00:00.000000+00:00",
-            &line,
-        ));
-    }
-    std::fs::write(&log, &text).unwrap();
+    let node2 = syslog_lines(&jobs[1], Some(jobs[1].uid));
+    let node2 = relayed("node2.cluster", "2026-11-18T10:00:00.000000+00:00", &node2);
+    std::fs::write(&log, format!("{before}{node2}")).unwrap();
     let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
-    let opts = Options {
-        trusted_relays: vec!["*.cluster".into()],
-        ..options(&log)
-    };
-    assert_eq!(ingest(&mut db, &opts).new_jobs, 1);
+    assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 1);
     assert_eq!(rejected(&db), vec![], "node1's clock has not moved on");
     // node1's queue goes on: the last part, a second later by its clock.
     let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    let late = relayed("node1.cluster", "2026-11-18T09:00:01.000000+00:00", &last);
+    let late = relayed("node1.cluster", "2026-11-18T09:00:01.000000+00:00", &[last]);
     file.write_all(late.as_bytes()).unwrap();
     drop(file);
-    assert_eq!(ingest(&mut db, &opts).new_jobs, 1, "stored whole");
+    assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 1, "stored whole");
     assert_eq!(rejected(&db), vec![]);
 
     // Had node1's own lines gone on for the grace period, it would have been given up.
     let log = dir.join("moved-on.log");
-    let mut text = String::new();
-    for line in &lines {
-        text.push_str(&relayed(
-            "node1.cluster",
-            "2026-11-18T09:00:00.000000+00:00",
-            line,
-        ));
-    }
-    for line in syslog_lines(&jobs[2], Some(jobs[2].uid)) {
-        text.push_str(&relayed(
-            "node1.cluster",
-            "2026-11-18T09:05:00.000000+00:00",
-            &line,
-        ));
-    }
-    std::fs::write(&log, &text).unwrap();
+    let node1 = syslog_lines(&jobs[2], Some(jobs[2].uid));
+    let node1 = relayed("node1.cluster", "2026-11-18T09:05:00.000000+00:00", &node1);
+    std::fs::write(&log, format!("{before}{node1}")).unwrap();
     let mut db = Database::open(&dir.join("moved-on.sqlite")).unwrap();
-    let opts = Options {
-        trusted_relays: vec!["*.cluster".into()],
-        ..options(&log)
-    };
-    ingest(&mut db, &opts);
+    ingest(&mut db, &options(&log));
     let kinds: Vec<String> = rejected(&db).into_iter().map(|r| r.0).collect();
     assert_eq!(kinds, ["incomplete"]);
 }
