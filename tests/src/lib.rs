@@ -440,12 +440,12 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
             "expected at most one record, got {:#?}",
             decoded.records
         );
-        let torn: Vec<(&str, &[u32])> = decoded
+        let torn: Vec<(&str, Vec<u32>)> = decoded
             .problems
             .iter()
             .filter_map(|p| match p {
                 mpistat_record::wire::Problem::MissingParts { key, missing, .. } => {
-                    Some((key.as_str(), missing.0.as_slice()))
+                    Some((key.as_str(), missing.parts().collect()))
                 }
                 _ => None,
             })
