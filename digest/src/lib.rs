@@ -4,8 +4,10 @@
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
-//! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site configuration for all of them, `html` escapes.
-//! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`), and
+//! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site
+//! configuration for all of them, `html` escapes.
+//! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`) or of
+//! an OTF2 archive (`trace_input`, which also exports traces as OTF2), and
 //! `send` sends its summary to syslog as the trace owner's record (`analyze --send`);
 //! `escalate` keeps the escalation list (which jobs the profiler traces) and files the analyses
 //! that come back.
@@ -19,6 +21,7 @@ pub mod ingest;
 pub mod json;
 pub mod mail;
 pub mod metrics;
+pub mod perfetto;
 pub mod plot;
 pub mod pool;
 pub mod private;
@@ -28,3 +31,4 @@ pub mod serve;
 pub mod show;
 pub mod site;
 pub mod site_report;
+pub mod trace_input;

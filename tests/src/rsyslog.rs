@@ -1,7 +1,6 @@
 //! Private rsyslogds running the shipped configurations (`etc/rsyslog.d/*.conf`): unchanged, with
-//! the daemon's paths mounted where the test wants them ([`RsyslogDaemon::start_seeing`],
-//! [`RsyslogDaemon::shipped`]), or with only the site-specific parts (sockets, ports, paths)
-//! changed ([`shipped_rsyslog_config`]).
+//! the daemon's paths mounted where the test wants them ([`RsyslogDaemon::start_seeing`]), or with
+//! only the site-specific parts (sockets, ports, paths) changed ([`shipped_rsyslog_config`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,12 +50,12 @@ impl RsyslogDaemon {
         daemon
     }
 
-    /// `etc/rsyslog.d/mpistat.conf` unchanged, after the host's global settings
-    /// ([`host_rsyslog_globals`]), with the module line of the distribution's rsyslog.conf (its
-    /// system socket off: /dev/log is the host's). The daemon sees `<dir>/run` as /run (its
-    /// socket, [`ShippedPaths::socket`]) and `<dir>/var-log` as /var/log (the records file,
-    /// [`ShippedPaths::records`]); returns once the socket is there.
-    pub fn shipped(dir: &Path) -> (RsyslogDaemon, ShippedPaths) {
+    /// The shipped single-host configuration, `etc/rsyslog.d/mpistat.conf` unchanged, after
+    /// `globals` (e.g. the host's own settings) and the module line of the distribution's
+    /// rsyslog.conf (its system socket off: /dev/log is the host's), the daemon seeing
+    /// `<dir>/run` as `/run` and `<dir>/var-log` as `/var/log`. Returns it with the jobs' socket
+    /// and the records file, once the socket is there.
+    pub fn shipped_single_host(dir: &Path, globals: &str) -> (RsyslogDaemon, PathBuf, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
         let run = dir.join("run");
         let var_log = dir.join("var-log");
@@ -64,28 +63,19 @@ impl RsyslogDaemon {
             std::fs::create_dir(dir).unwrap();
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let socket = run.join("mpistat-syslog.sock");
         let snippet = crate::workspace_root().join("etc/rsyslog.d/mpistat.conf");
         let mut daemon = RsyslogDaemon::start_seeing(
             dir,
             "rsyslog",
             &format!(
-                "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}include(file=\"{}\")\n",
-                host_rsyslog_globals(),
+                "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{globals}include(file=\"{}\")\n",
                 snippet.display()
             ),
             &[(&run, "/run"), (&var_log, "/var/log")],
         );
+        let socket = run.join("mpistat-syslog.sock");
         daemon.wait_until("the syslog socket", || socket.exists());
-        let records = var_log.join("mpistat/records.log");
-        (
-            daemon,
-            ShippedPaths {
-                socket,
-                var_log,
-                records,
-            },
-        )
+        (daemon, socket, var_log.join("mpistat/records.log"))
     }
 
     pub fn run(&mut self) {
@@ -159,37 +149,6 @@ impl Drop for RsyslogDaemon {
     }
 }
 
-/// Where a daemon of [`RsyslogDaemon::shipped`] has its files, as the host sees them.
-pub struct ShippedPaths {
-    /// Its socket (the daemon's /run/mpistat-syslog.sock).
-    pub socket: PathBuf,
-    /// Its /var/log.
-    pub var_log: PathBuf,
-    /// The records file (its /var/log/mpistat/records.log).
-    pub records: PathBuf,
-}
-
-/// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
-/// before `/etc/rsyslog.d/*.conf`).
-pub fn host_rsyslog_globals() -> String {
-    let text = std::fs::read_to_string("/etc/rsyslog.conf").unwrap_or_default();
-    text.lines()
-        .filter(|l| {
-            [
-                "$FileOwner",
-                "$FileGroup",
-                "$FileCreateMode",
-                "$DirCreateMode",
-                "$Umask",
-                "$PrivDrop",
-            ]
-            .iter()
-            .any(|k| l.starts_with(k))
-        })
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
-
 /// The shipped configuration `name` with each `(from, to)` replaced; `from` must be in it.
 pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
     let path = crate::workspace_root().join("etc/rsyslog.d").join(name);
@@ -254,4 +213,25 @@ impl SingleHost {
         self.daemon
             .wait_until(what, || ready(&crate::read_lines(&log)));
     }
+}
+
+/// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
+/// before `/etc/rsyslog.d/*.conf`).
+pub fn host_rsyslog_globals() -> String {
+    let text = std::fs::read_to_string("/etc/rsyslog.conf").unwrap_or_default();
+    text.lines()
+        .filter(|l| {
+            [
+                "$FileOwner",
+                "$FileGroup",
+                "$FileCreateMode",
+                "$DirCreateMode",
+                "$Umask",
+                "$PrivDrop",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }

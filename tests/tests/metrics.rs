@@ -13,7 +13,7 @@ mod dashboard;
 mod known;
 
 use known::{Known, Owner};
-use mpistat_e2e::rsyslog::RsyslogDaemon;
+use mpistat_e2e::rsyslog::{host_rsyslog_globals, RsyslogDaemon};
 use mpistat_e2e::*;
 use mpistat_record::{wire, AnalysisRecord};
 use std::io::Write;
@@ -133,7 +133,8 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
     let dir = TempDir::new("metrics");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (_rsyslogd, shipped) = RsyslogDaemon::shipped(d);
+    let (_rsyslogd, socket, records_log) =
+        RsyslogDaemon::shipped_single_host(d, &host_rsyslog_globals());
 
     // The jobs, by where they end (the windows end at `hour_start`):
     let lammps = "/apps/lammps/bin/lmp";
@@ -206,7 +207,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
             traced: None,
         },
     ];
-    let socket = shipped.socket.to_str().unwrap().to_string();
+    let socket = socket.to_str().unwrap().to_string();
     let send = |user: &User, lines: Vec<String>| {
         for line in &lines {
             logger(&["-u", &socket], Some(user.uid), line);
@@ -248,7 +249,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         .sum::<usize>()
         + wire::encode_analysis(&analysis).len()
         + wire::encode(&forged).len();
-    while lines(&shipped.records) < expected_lines {
+    while lines(&records_log) < expected_lines {
         assert!(
             Instant::now() < deadline,
             "rsyslogd did not write every line"
@@ -278,7 +279,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         ),
     )
     .unwrap();
-    let records = shipped.records.to_str().unwrap();
+    let records = records_log.to_str().unwrap();
     let out = mpistat_as(None, &["ingest", records], &config);
     assert!(out.status.success());
     let report = mpistat_as(None, &["ingest", "--report"], &config);

@@ -6,7 +6,7 @@
 //! service, mailed by the digest service, listed by the site-report service and served by the
 //! serve service to the proxy's group only.
 
-use mpistat_e2e::rsyslog::RsyslogDaemon;
+use mpistat_e2e::rsyslog::{host_rsyslog_globals, RsyslogDaemon};
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
 use mpistat_record::wire;
@@ -68,11 +68,12 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    // Syslog as shipped (RsyslogDaemon::shipped): the snippet unchanged, after the host's
-    // global settings. The daemon sees the test's directories as /run (its socket) and /var/log
-    // (the records file), where the services see /var/log/mpistat too.
-    let (rsyslogd, shipped) = RsyslogDaemon::shipped(d);
-    let (socket, var_log) = (shipped.socket, shipped.var_log);
+    // Syslog as shipped: the snippet unchanged, after the host's global settings. The daemon
+    // sees the test's directories as /run (its socket) and /var/log (the records file), where
+    // the services see /var/log/mpistat too.
+    let (rsyslogd, socket, records_log) =
+        RsyslogDaemon::shipped_single_host(d, &host_rsyslog_globals());
+    let var_log = d.join("var-log");
 
     // Alice's job, profiled as every job is (the jobs' configuration names the private socket).
     let jobs_site = write_site_config(d, &socket, "local5");
@@ -81,7 +82,6 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
         .as_user(&alice)
         .profiled(&jobs_site)
         .assert_success();
-    let records_log = var_log.join("mpistat/records.log");
     let decoded = || {
         let text = std::fs::read_to_string(&records_log).unwrap_or_default();
         mpistat_record::decode(text.lines())
