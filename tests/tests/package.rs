@@ -144,10 +144,9 @@ fn job_through_the_module(machine: &Machine, mpi: Mpi, program: &Path) {
         Mpi::Mpich => "mpiexec.mpich -np 2",
     };
     let name = program.file_name().unwrap().to_string_lossy();
-    machine.sh(&format!(
-        "install -o {USER} -m 0755 {} /home/{USER}/{name}",
-        program.display()
-    ));
+    // Copied in, not read where the host has it: the machine's /tmp is its own.
+    put(machine, program, &format!("/home/{USER}/{name}"), 0o755);
+    machine.sh(&format!("chown {USER} /home/{USER}/{name}"));
     // A login shell, as the user's job script has: /etc/profile.d/modules.sh defines `module`.
     eprintln!("package test: a job of {mpi:?}");
     let out = machine.sh(&format!(
@@ -169,15 +168,22 @@ fn fresh_host(machine: &Machine) {
     );
 }
 
+/// Where the packages are copied in a machine (a site copies them onto each host; the
+/// workspace itself may lie where the machine has its own tmpfs, e.g. a clone under /tmp).
+const DEBS_IN_MACHINE: &str = "/root/mpistat-debs";
+
 /// README's step: `apt-get install ./<deb> ...` where the packages are; apt's output.
 fn install(machine: &Machine, debs: &[PathBuf]) -> String {
     let list: Vec<String> = debs
         .iter()
-        .map(|p| format!("./{}", p.file_name().unwrap().to_string_lossy()))
+        .map(|deb| {
+            let name = deb.file_name().unwrap().to_string_lossy();
+            put(machine, deb, &format!("{DEBS_IN_MACHINE}/{name}"), 0o644);
+            format!("./{name}")
+        })
         .collect();
     machine.sh(&format!(
-        "cd {} && DEBIAN_FRONTEND=noninteractive apt-get install -y {} 2>&1",
-        debs[0].parent().unwrap().display(),
+        "cd {DEBS_IN_MACHINE} && DEBIAN_FRONTEND=noninteractive apt-get install -y {} 2>&1",
         list.join(" ")
     ))
 }
