@@ -38,15 +38,13 @@
 use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
 use anyhow::Context;
-use flate2::read::DeflateDecoder;
 use mpistat_record::model::{stored_key, IndexImbalance};
-use mpistat_record::wire::DecodedJob;
+use mpistat_record::wire::{self, DecodedJob};
 use mpistat_record::{AnalysisRecord, IndexedJob, JobIndex, JobRecord, Problem};
 use rusqlite::types::Value;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
 /// Schema versions, oldest first. Never edit a published entry: add a new one.
@@ -1061,20 +1059,20 @@ impl Database {
     }
 }
 
-/// A job's stored record: deflated JSON (BLOB) or plain JSON (TEXT).
+/// A job's stored record: deflated JSON (BLOB) or plain JSON (TEXT), read within the
+/// record's limits ([`wire::stored_record`]): a row with more is not usable.
 fn stored_record(stored: Value) -> anyhow::Result<JobRecord> {
     match stored {
         Value::Blob(deflated) => inflated_record(&deflated),
-        Value::Text(json) => Ok(serde_json::from_str(&json)?),
+        Value::Text(json) => Ok(wire::stored_json_record(json.as_bytes())?),
         other => anyhow::bail!("unexpected {:?}", other.data_type()),
     }
 }
 
-/// A record from its raw-DEFLATE JSON (as stored, and as [`JobRow::deflated`]).
+/// A record from its raw-DEFLATE JSON (as stored, and as [`JobRow::deflated`]), within the
+/// record's limits ([`wire::stored_record`]).
 pub fn inflated_record(deflated: &[u8]) -> anyhow::Result<JobRecord> {
-    let mut json = Vec::new();
-    DeflateDecoder::new(deflated).read_to_end(&mut json)?;
-    Ok(serde_json::from_slice(&json)?)
+    Ok(wire::stored_record(deflated)?)
 }
 
 /// `record` as stored (its JSON, raw-DEFLATE compressed), made here rather than sent: see

@@ -15,12 +15,19 @@
 //! replaced atomically (temporary file, then rename), so the profiler never reads half a list,
 //! and the jobs leave the queue after it is written. `mpistat escalate list|add|remove` lets
 //! admins edit it.
+//!
+//! Every rank of every job reads the list, and any user can make her records meet the rule, so
+//! the list stays small: an entry's application is at most a record's
+//! ([`mpistat_record::limits::PATH_MAX`] bytes, no control characters), a uid has at most
+//! [`ENTRIES_PER_UID_MAX`] entries, and the whole list at most
+//! [`escalation::LIST_MAX_BYTES`]; what would go beyond is left out, and said.
 
 use crate::cli::{EscalateAction, EscalateArgs};
 use crate::db::Database;
 use anyhow::Context;
+use mpistat_record::limits::PATH_MAX;
 use mpistat_record::JobIndex;
-use mpistat_site::escalation::{self, Entry};
+use mpistat_site::escalation::{self, Entry, LIST_MAX_BYTES};
 use mpistat_site::{EscalationConfig, SiteConfig};
 use std::collections::HashSet;
 use std::io::Write;
@@ -32,7 +39,51 @@ fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// The list at `path` (none yet: empty); lines that are not entries are reported and dropped.
+/// Entries one uid may have on the list: a user can write any figures into her own records,
+/// and takes no more of the list than this.
+pub const ENTRIES_PER_UID_MAX: usize = 8;
+
+/// Why `entry` may not join `listed` on the list, if it may not: an application longer than a
+/// record's or with a control character, [`ENTRIES_PER_UID_MAX`] entries of its uid listed
+/// already, or a list that would grow beyond [`LIST_MAX_BYTES`].
+fn refusal(entry: &Entry, listed: &[Entry]) -> Option<String> {
+    let app = &entry.exe;
+    if app.len() > PATH_MAX {
+        return Some(format!(
+            "its application is {} bytes long (at most {PATH_MAX})",
+            app.len()
+        ));
+    }
+    if app.chars().any(char::is_control) {
+        return Some("its application has a control character".into());
+    }
+    if listed.iter().filter(|e| e.uid == entry.uid).count() >= ENTRIES_PER_UID_MAX {
+        return Some(format!(
+            "uid {} has {ENTRIES_PER_UID_MAX} entries already",
+            entry.uid
+        ));
+    }
+    let size = escalation::encode(listed).len()
+        + escalation::encode(std::slice::from_ref(entry)).len()
+        - escalation::encode(&[]).len();
+    (size > LIST_MAX_BYTES)
+        .then(|| format!("the list would be {size} bytes (at most {LIST_MAX_BYTES})"))
+}
+
+/// What an entry is, for a message: its uid and the start of its application.
+fn described(entry: &Entry) -> String {
+    let app: String = entry.exe.chars().take(80).collect();
+    let cut = if app.len() < entry.exe.len() {
+        "..."
+    } else {
+        ""
+    };
+    format!("uid {} {app:?}{cut}", entry.uid)
+}
+
+/// The list at `path` (none yet: empty); lines that are not entries, and entries the list may
+/// not have ([`refusal`]: e.g. from a list written before the limits), are reported and
+/// dropped.
 fn read_list(path: &Path, err: &mut impl Write) -> anyhow::Result<Vec<Entry>> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
@@ -40,7 +91,19 @@ fn read_list(path: &Path, err: &mut impl Write) -> anyhow::Result<Vec<Entry>> {
             for p in problems {
                 writeln!(err, "mpistat: {}: {p}; dropped", path.display())?;
             }
-            Ok(entries)
+            let mut kept = Vec::with_capacity(entries.len());
+            for entry in entries {
+                match refusal(&entry, &kept) {
+                    None => kept.push(entry),
+                    Some(why) => writeln!(
+                        err,
+                        "mpistat: {}: entry of {}: {why}; dropped",
+                        path.display(),
+                        described(&entry)
+                    )?,
+                }
+            }
+            Ok(kept)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -206,13 +269,23 @@ pub fn after_ingest(
             continue;
         }
         if let Some(reason) = rule_matches(rule, &index) {
-            entries.push(Entry {
+            let entry = Entry {
                 uid: pair.0,
                 exe: pair.1.clone(),
                 captures_left: rule.captures,
                 expires_unix: now + rule.expiry_days * 86_400,
                 reason,
-            });
+            };
+            match refusal(&entry, &entries) {
+                None => entries.push(entry),
+                Some(why) => writeln!(
+                    err,
+                    "mpistat: job {} meets the escalation rule, but {} is not listed: {why}",
+                    index.job_id,
+                    described(&entry)
+                )?,
+            }
+            // Judged once a run, listed or not.
             listed.insert(pair);
         }
     }
@@ -260,13 +333,17 @@ pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> 
         } => {
             let uid = uid_of(user)?;
             entries.retain(|e| !(e.uid == uid && e.exe == *exe));
-            entries.push(Entry {
+            let entry = Entry {
                 uid,
                 exe: exe.clone(),
                 captures_left: captures.unwrap_or(rule.captures),
                 expires_unix: now_unix() + days.unwrap_or(rule.expiry_days) * 86_400,
                 reason: "admin".into(),
-            });
+            };
+            if let Some(why) = refusal(&entry, &entries) {
+                anyhow::bail!("cannot list {}: {why}", described(&entry));
+            }
+            entries.push(entry);
             write_list(&rule.list, &entries)?;
         }
         EscalateAction::Remove { user, exe } => {
@@ -313,6 +390,38 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_list_stays_within_its_size() {
+        let entry = |uid: u32| Entry {
+            uid,
+            exe: format!("/home/u{uid}/{}", "a".repeat(4000)),
+            captures_left: 1,
+            expires_unix: u64::MAX,
+            reason: "rule".into(),
+        };
+        let mut listed = Vec::new();
+        let mut uid = 0;
+        while refusal(&entry(uid), &listed).is_none() {
+            listed.push(entry(uid));
+            uid += 1;
+        }
+        let size = escalation::encode(&listed).len();
+        assert!(
+            size <= LIST_MAX_BYTES && size + 4100 > LIST_MAX_BYTES,
+            "{size}"
+        );
+        let why = refusal(&entry(uid), &listed).unwrap();
+        assert!(why.starts_with("the list would be "), "{why}");
+        let control = Entry {
+            exe: "/home/u1/a\tb".into(),
+            ..entry(1)
+        };
+        assert_eq!(
+            refusal(&control, &[]).as_deref(),
+            Some("its application has a control character")
+        );
     }
 
     #[test]

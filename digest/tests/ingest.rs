@@ -6,28 +6,19 @@ mod common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::db::Database;
-use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_site::SiteConfig;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-ingest-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::temp_dir(&format!("ingest-{label}"))
 }
 
 fn options(log: &Path) -> Options {
-    Options {
-        // Names are checked against the invented users, not the machine's.
-        accounts: Some(Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log.to_path_buf()], &SiteConfig::default())
-    }
+    common::ingest_options(log)
 }
 
 fn ingest(db: &mut Database, options: &Options) -> RunStats {

@@ -146,6 +146,12 @@ fn whitelisted_env(config: &ProfilerConfig) -> BTreeMap<String, String> {
         .collect()
 }
 
+// The lists a record has as many entries of as the profiler's tables are within what decoders
+// take (`mpistat_record::limits`; the encoder cuts the texts a user controls).
+const _: () = assert!(N_ROUTINES <= mpistat_record::limits::ROUTINES_MAX);
+const _: () = assert!(crate::superstep::SERIES_POINTS <= mpistat_record::limits::SERIES_MAX);
+const _: () = assert!(crate::superstep::MAX_PARTITIONS <= mpistat_record::limits::PARTITIONS_MAX);
+
 /// Assemble the record of the job from `init`, the reduced numbers and what the writing rank knows.
 pub fn build_record(
     init: &InitFacts,

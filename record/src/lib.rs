@@ -1,7 +1,8 @@
 //! The mpistat job record: what one MPI job leaves behind in syslog.
 //!
 //! `model` is the data (and `analysis` the analysis record `mpistat analyze --send` writes) (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
-//! `wire` turns a record into syslog lines and lines back into records, `report` renders the
+//! `wire` turns a record into syslog lines and lines back into records (taking only records
+//! within `limits`), `report` renders the
 //! readable per-job report (profiler detail mode and `mpistat show` print the same), `units`
 //! formats numbers for people, `app` names the application a process runs (an interpreter's
 //! script), `family` tells the MPI family (ABI) from the record's MPI library. This crate is the only
@@ -11,6 +12,7 @@ pub mod analysis;
 pub mod app;
 pub mod family;
 pub mod hostlist;
+pub mod limits;
 pub mod model;
 pub mod report;
 pub mod units;

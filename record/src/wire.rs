@@ -75,8 +75,20 @@
 //! version 2 only base64 and the record crc, no inflating; version 1 has no index, so there it
 //! decodes). Whoever later reads a record filed by its index must check the two agree (see
 //! [`JobIndex::differences`]): until then the index is only what the sender claimed.
+//!
+//! # Limits
+//!
+//! Every byte of a record is the sender's to choose, so decoding is bounded throughout: a
+//! line's data is at most [`MAX_MESSAGE`] bytes and its part count at most [`MAX_PARTS`]; an
+//! [`Assembler`] holds at most [`PendingLimits`] of records whose parts are still arriving
+//! (giving up the oldest beyond: [`Problem::Evicted`]) and a record's payload at most
+//! [`PAYLOAD_MAX`] bytes; an index is at most [`INDEX_JSON_MAX`] bytes of JSON, a record
+//! inflates to at most [`RECORD_JSON_MAX`], an analysis to [`ANALYSIS_JSON_MAX`], and every
+//! field of them is within [`crate::limits`]. Anything larger is [`Problem::Oversized`],
+//! never a record. The encoder cuts records to the limits, so no record it writes is refused.
 
 use crate::analysis::{AnalysisRecord, ANALYSIS_MODEL_VERSION};
+use crate::limits::{self, Oversize, ANALYSIS_JSON_MAX, INDEX_JSON_MAX, RECORD_JSON_MAX};
 use crate::model::{JobIndex, JobRecord, MODEL_VERSION};
 // SIMD: ingest decodes every record's base64 (about 3 GB per million jobs).
 use base64_simd::URL_SAFE_NO_PAD;
@@ -88,7 +100,7 @@ use std::ops::Range;
 /// `maxMessageSize` is 8096 bytes including the header; this leaves 416 bytes for a header
 /// (priority, timestamp, a host name of up to 255 bytes when forwarded, tag and pid), so parts
 /// pass rsyslog's defaults locally and forwarded. (Earlier profilers cut parts at 900 bytes;
-/// decoders take parts of any size.)
+/// decoders take parts of any size up to this.)
 pub const MAX_MESSAGE: usize = 7680;
 
 /// The wire version this module writes.
@@ -97,12 +109,30 @@ pub const WIRE_VERSION: u32 = 2;
 /// The wire versions this module reads.
 pub const READ_VERSIONS: [u32; 2] = [1, 2];
 
-/// Most parts a record may have (about 75 MB of base64 payload); lines claiming more are
-/// rejected as corrupt so that a forged line cannot make the decoder allocate without bound.
-pub const MAX_PARTS: u32 = 10_000;
+/// Most base64 payload bytes a record may have: its index and its deflated JSON at their
+/// limits ([`INDEX_JSON_MAX`], [`RECORD_JSON_MAX`]; raw DEFLATE adds at most 5 bytes to every
+/// 65,535 it cannot compress). A job whose parts carry more is [`Problem::Oversized`].
+pub const PAYLOAD_MAX: usize =
+    (INDEX_JSON_MAX + 1 + RECORD_JSON_MAX + RECORD_JSON_MAX.div_ceil(65_535) * 5 + 64).div_ceil(3)
+        * 4;
 
-/// Largest inflated payload the decoder accepts, in bytes.
-const MAX_PAYLOAD: usize = 64 << 20;
+/// The fewest payload bytes a part other than the last carries: this encoder fills parts to
+/// [`MAX_MESSAGE`], earlier profilers cut messages at 900 bytes (about 850 of data).
+const PART_DATA_MIN: usize = 512;
+
+/// Most parts a record may have: [`PAYLOAD_MAX`] in parts of `PART_DATA_MIN` bytes, and the
+/// summary. Lines claiming more are corrupt, so that a forged line cannot make the decoder
+/// expect more than a record can be.
+pub const MAX_PARTS: u32 = (PAYLOAD_MAX.div_ceil(PART_DATA_MIN) + 1) as u32;
+
+/// Records an [`Assembler`] holds while their parts arrive, by default; one more and the
+/// oldest is given up ([`Problem::Evicted`]). A record's parts are written in one burst by one
+/// process, so a sender seldom has more than a few waiting.
+pub const PENDING_JOBS_MAX: usize = 256;
+
+/// Bytes an [`Assembler`] holds for records whose parts are still arriving, by default (about
+/// five records of [`PAYLOAD_MAX`]); more and the oldest are given up.
+pub const PENDING_BYTES_MAX: usize = 16 << 20;
 
 const MARKER: &[u8] = b"MPISTAT";
 
@@ -152,21 +182,34 @@ impl fmt::Display for LineRef {
     }
 }
 
-/// Part numbers as compact ranges, e.g. `0, 3-5`.
+/// Part numbers as compact ranges, e.g. `0, 3-5`: as many ranges as there are gaps, so a
+/// record that claims thousands of parts and sent one costs two ranges, not thousands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartList(pub Vec<u32>);
+pub struct PartList(Vec<(u32, u32)>);
+
+impl PartList {
+    /// The list of `parts` (in increasing order).
+    pub fn of(parts: impl IntoIterator<Item = u32>) -> PartList {
+        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        for part in parts {
+            match ranges.last_mut() {
+                Some((_, end)) if end.checked_add(1) == Some(part) => *end = part,
+                _ => ranges.push((part, part)),
+            }
+        }
+        PartList(ranges)
+    }
+
+    /// The parts, in increasing order.
+    pub fn parts(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().flat_map(|&(start, end)| start..=end)
+    }
+}
 
 impl fmt::Display for PartList {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut i = 0;
-        while i < self.0.len() {
-            let start = self.0[i];
-            let mut end = start;
-            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
-                i += 1;
-                end += 1;
-            }
-            if start != self.0[0] {
+        for (i, &(start, end)) in self.0.iter().enumerate() {
+            if i > 0 {
                 f.write_str(", ")?;
             }
             if start == end {
@@ -174,7 +217,6 @@ impl fmt::Display for PartList {
             } else {
                 write!(f, "{start}-{end}")?;
             }
-            i += 1;
         }
         Ok(())
     }
@@ -216,6 +258,21 @@ pub enum Problem {
         "job {key}: unsupported record model version {version} (newest known: {MODEL_VERSION})"
     )]
     UnsupportedModelVersion { key: String, version: u64 },
+    /// A field of the record (or its index, or its payload) is over its limit
+    /// ([`crate::limits`]): no profiler wrote it, and nothing reads it.
+    #[error("job {key}: oversized: {oversize}")]
+    Oversized { key: String, oversize: Oversize },
+    /// A job still waiting for parts was given up to keep the memory of incomplete records
+    /// bounded (`reason`: whose records were too many or too large, see
+    /// [`Assembler::with_limits`]).
+    #[error("job {key}: missing part(s) {missing} of {parts}, given up: {reason}{}", summary_suffix(.summary))]
+    Evicted {
+        key: String,
+        missing: PartList,
+        parts: u32,
+        summary: Option<String>,
+        reason: String,
+    },
     /// Wire version 2: the index sent with the record is not the record's (a damaged or forged
     /// record: e.g. an index naming the sender's uid on a record claiming another). `differences`
     /// as in [`JobIndex::differences`], the index's value first.
@@ -293,7 +350,8 @@ impl CompleteJob {
         if crc32fast::hash(&deflated) != self.record_crc {
             return Err(Problem::ChecksumMismatch { key: key.clone() });
         }
-        let json = inflate(key, &deflated)?;
+        let json =
+            inflate(&deflated, ANALYSIS_JSON_MAX, "analysis JSON").map_err(|e| e.of_job(key))?;
         let version = serde_json::from_slice::<ModelVersion>(&json)
             .map_err(|e| bad_payload(key, format!("analysis JSON: {e}")))?
             .version;
@@ -307,8 +365,9 @@ impl CompleteJob {
             Some(_) => {}
             None => return Err(bad_payload(key, "analysis: no model version".into())),
         }
-        let record: AnalysisRecord = serde_json::from_slice(&json)
+        let mut record: AnalysisRecord = serde_json::from_slice(&json)
             .map_err(|e| bad_payload(key, format!("analysis: {e}")))?;
+        limits::check_analysis(&mut record).map_err(|oversize| oversized(key, oversize))?;
         if record.key() != *key {
             return Err(bad_payload(
                 key,
@@ -373,11 +432,22 @@ impl CompleteJob {
         if crc32fast::hash(&bytes) != self.record_crc {
             return Err(Problem::ChecksumMismatch { key: key.clone() });
         }
-        let newline = bytes
+        let newline = match bytes
             .iter()
+            .take(INDEX_JSON_MAX + 1)
             .position(|&b| b == b'\n')
-            .ok_or_else(|| bad_payload(key, "no newline after the index".into()))?;
-        let index: JobIndex = parse_versioned(key, &bytes[..newline], "index")?;
+        {
+            Some(newline) => newline,
+            None if bytes.len() > INDEX_JSON_MAX => {
+                return Err(oversized(
+                    key,
+                    Oversize::cut_off("index JSON", INDEX_JSON_MAX),
+                ))
+            }
+            None => return Err(bad_payload(key, "no newline after the index".into())),
+        };
+        let mut index: JobIndex = parse_versioned(key, &bytes[..newline], "index")?;
+        limits::check_index(&mut index).map_err(|oversize| oversized(key, oversize))?;
         if index.wire_key() != *key {
             return Err(bad_payload(
                 key,
@@ -399,12 +469,23 @@ fn bad_payload(key: &str, reason: String) -> Problem {
     }
 }
 
+fn oversized(key: &str, oversize: Oversize) -> Problem {
+    Problem::Oversized {
+        key: key.to_string(),
+        oversize,
+    }
+}
+
 /// Bytes of every message before `<i>/<n>` but the marker, and of the separators and crcs
 /// after it (one version digit).
 const HEADER_FIXED: usize = 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
 
-/// Encode a record as syslog messages (without syslog header), in the current wire version.
+/// Encode a record as syslog messages (without syslog header), in the current wire version,
+/// cut to the limits first ([`limits::fit_record`]): what decoders take whole.
 pub fn encode(record: &JobRecord) -> Vec<String> {
+    let mut fitted = record.clone();
+    limits::fit_record(&mut fitted);
+    let record = &fitted;
     let json = serde_json::to_vec(record).expect("a JobRecord always serialises");
     let mut payload = serde_json::to_vec(&JobIndex::of(record)).expect("an index serialises");
     debug_assert!(!payload.contains(&b'\n'), "compact JSON has no newline");
@@ -438,8 +519,12 @@ fn messages(kind: Kind, key: &str, summary: &str, payload: &str, record_crc: u32
         .collect()
 }
 
-/// Encode an analysis record as syslog messages (without syslog header).
+/// Encode an analysis record as syslog messages (without syslog header), cut to the limits
+/// first ([`limits::fit_analysis`]).
 pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
+    let mut fitted = analysis.clone();
+    limits::fit_analysis(&mut fitted);
+    let analysis = &fitted;
     let json = serde_json::to_vec(analysis).expect("an AnalysisRecord always serialises");
     let deflated = miniz_oxide::deflate::compress_to_vec(&json, 9);
     let record_crc = crc32fast::hash(&deflated);
@@ -650,7 +735,15 @@ fn parse_fields<'a>(
         .and_then(|(i, n)| Some((number(i)?, number(n)?)))
         .ok_or_else(|| format!("part {:?} is not <i>/<n>", text(part_of)))?;
     if !(2..=MAX_PARTS).contains(&parts) || part >= parts {
-        return Err(format!("part {part}/{parts} out of range"));
+        return Err(format!(
+            "part {part}/{parts} out of range (at most {MAX_PARTS} parts)"
+        ));
+    }
+    if data.len() > MAX_MESSAGE {
+        return Err(format!(
+            "{} bytes of data (a message is at most {MAX_MESSAGE})",
+            data.len()
+        ));
     }
     let record_crc =
         parse_hex32(record_crc).ok_or("record checksum is not 8 lowercase hex digits")?;
@@ -724,7 +817,36 @@ struct PendingJob {
     arrived: BTreeMap<u32, (u32, Range<usize>)>,
 }
 
+/// Bytes counted for a pending job besides its data, and for each part that arrived (the
+/// entry of `arrived`): an estimate of the allocator's, so that many tiny parts count too.
+const PENDING_JOB_OVERHEAD: usize = 256;
+const ARRIVED_ENTRY_BYTES: usize = 64;
+
 impl PendingJob {
+    /// The memory it holds, as counted against [`PendingLimits::bytes`].
+    fn size(&self) -> usize {
+        PENDING_JOB_OVERHEAD
+            + self.buffer.capacity()
+            + self.summary.capacity()
+            + self.arrived.len() * ARRIVED_ENTRY_BYTES
+    }
+
+    /// The parts that did not arrive (the gaps between those that did: no list of them all).
+    fn missing(&self) -> PartList {
+        let mut ranges = Vec::new();
+        let mut next = 0;
+        for &part in self.arrived.keys() {
+            if part > next {
+                ranges.push((next, part - 1));
+            }
+            next = part + 1;
+        }
+        if next < self.parts {
+            ranges.push((next, self.parts - 1));
+        }
+        PartList(ranges)
+    }
+
     fn has_all_payload(&self) -> bool {
         (1..self.parts).all(|part| self.arrived.contains_key(&part))
     }
@@ -746,6 +868,11 @@ impl PendingJob {
         } else {
             &mut self.buffer
         };
+        if buffer.capacity() == 0 && part != 0 {
+            // Room for the usual few parts; a line's part count is not to be trusted, and its
+            // data length is at most a message.
+            buffer.reserve_exact(data.len() * (self.parts as usize - 1).min(8));
+        }
         let start = buffer.len();
         buffer.extend_from_slice(data);
         self.arrived.insert(part, (line_crc, start..buffer.len()));
@@ -789,16 +916,40 @@ struct FinishedJob {
     line_crcs: Box<[Option<u32>]>,
 }
 
+/// How many incomplete records, and how many bytes of them, an [`Assembler`] holds at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingLimits {
+    pub jobs: usize,
+    pub bytes: usize,
+}
+
+impl Default for PendingLimits {
+    /// [`PENDING_JOBS_MAX`] and [`PENDING_BYTES_MAX`].
+    fn default() -> Self {
+        PendingLimits {
+            jobs: PENDING_JOBS_MAX,
+            bytes: PENDING_BYTES_MAX,
+        }
+    }
+}
+
 /// Collects lines of many jobs, in any order, and reassembles records.
 ///
-/// Memory: the data of incomplete jobs, plus a few bytes per part of every finished job (to
-/// report repeated lines as duplicates rather than as new jobs).
+/// Memory: the data of incomplete jobs, at most [`PendingLimits`] (beyond, the oldest are
+/// given up: [`Problem::Evicted`]; a job's payload beyond [`PAYLOAD_MAX`] is
+/// [`Problem::Oversized`]), plus a few bytes per part of every finished job (to report
+/// repeated lines as duplicates rather than as new jobs), which grows with the lines pushed.
 #[derive(Default)]
 pub struct Assembler {
     source: Option<String>,
     line: u64,
     lines_seen: u64,
+    limits: PendingLimits,
     pending: HashMap<u64, PendingJob>,
+    /// The [`PendingJob::size`] of all pending jobs.
+    pending_bytes: usize,
+    /// The job the line pushed last began, if it did.
+    began: Option<u64>,
     finished: HashMap<u64, FinishedJob>,
     /// Jobs with all payload parts, not yet handed out, with their first-seen index.
     complete: Vec<(u64, CompleteJob)>,
@@ -808,6 +959,14 @@ pub struct Assembler {
 impl Assembler {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// One that holds at most `limits` of incomplete records.
+    pub fn with_limits(limits: PendingLimits) -> Self {
+        Assembler {
+            limits,
+            ..Self::default()
+        }
     }
 
     /// Lines pushed from now on come from `name` (e.g. a file path): line numbers in problems
@@ -822,6 +981,7 @@ impl Assembler {
     pub fn push(&mut self, line: impl AsRef<[u8]>) {
         self.line += 1;
         self.lines_seen += 1;
+        self.began = None;
         match parse_line(line.as_ref()) {
             Line::NotOurs => {}
             Line::Bad(LineProblem::Corrupt(reason)) => {
@@ -868,17 +1028,24 @@ impl Assembler {
             return;
         }
         let lines_seen = self.lines_seen;
+        if !self.pending.contains_key(&key) {
+            self.began = Some(key);
+        }
         let job = self.pending.entry(key).or_insert_with(|| PendingJob {
             first_seen: lines_seen,
             kind: part.kind,
             wire_version: part.wire_version,
             parts: part.parts,
             record_crc: part.record_crc,
-            // Room for the usual few parts (a line's part count is not to be trusted).
-            buffer: Vec::with_capacity(MAX_MESSAGE * (part.parts as usize - 1).min(8)),
+            buffer: Vec::new(),
             summary: Vec::new(),
             arrived: BTreeMap::new(),
         });
+        let size_before = if job.arrived.is_empty() {
+            0
+        } else {
+            job.size()
+        };
         let conflict = if job.kind != part.kind
             || job.wire_version != part.wire_version
             || job.parts != part.parts
@@ -894,10 +1061,65 @@ impl Assembler {
             return;
         }
         job.add(part.part, part.line_crc, part.data);
-        if job.arrived.len() == job.parts as usize {
-            let job = self.pending.remove(&key).expect("job is pending");
+        self.pending_bytes = self.pending_bytes - size_before + job.size();
+        if job.buffer.len() > PAYLOAD_MAX {
+            let job = self.remove_pending(key).expect("job is pending");
+            let oversize = Oversize {
+                what: "payload".into(),
+                size: Some(job.buffer.len() as u64),
+                max: PAYLOAD_MAX as u64,
+                unit: "bytes",
+            };
+            self.problems.push(oversized(&key_text(key), oversize));
+        } else if job.arrived.len() == job.parts as usize {
+            let job = self.remove_pending(key).expect("job is pending");
             self.complete(key, job);
         }
+        self.keep_within_limits();
+    }
+
+    /// Take a pending job out (and its bytes out of the count).
+    fn remove_pending(&mut self, key: u64) -> Option<PendingJob> {
+        let job = self.pending.remove(&key)?;
+        self.pending_bytes -= job.size();
+        Some(job)
+    }
+
+    /// Give up the oldest pending jobs while there are more than the limits allow.
+    fn keep_within_limits(&mut self) {
+        let PendingLimits { jobs, bytes } = self.limits;
+        while self.pending.len() > jobs || self.pending_bytes > bytes {
+            let reason = if self.pending.len() > jobs {
+                format!("more than {jobs} records of this sender were waiting for parts")
+            } else {
+                format!("this sender's records waiting for parts held more than {bytes} bytes")
+            };
+            self.evict_oldest(&reason);
+        }
+    }
+
+    /// Give up the pending job whose first line came first, reporting it as
+    /// [`Problem::Evicted`] for `reason`; false when no job is pending. (A caller that bounds
+    /// the memory of several assemblers evicts from the one holding most.)
+    pub fn evict_oldest(&mut self, reason: &str) -> bool {
+        let oldest = self.pending.iter().min_by_key(|(_, job)| job.first_seen);
+        let Some(key) = oldest.map(|(key, _)| *key) else {
+            return false;
+        };
+        let job = self.remove_pending(key).expect("job is pending");
+        self.problems.push(Problem::Evicted {
+            key: key_text(key),
+            missing: job.missing(),
+            parts: job.parts,
+            summary: job.summary(),
+            reason: reason.to_string(),
+        });
+        true
+    }
+
+    /// Bytes held for jobs whose parts are still arriving (as counted against the limits).
+    pub fn pending_bytes(&self) -> usize {
+        self.pending_bytes
     }
 
     /// Queue a job whose payload parts are all there for decoding, and remember it as finished.
@@ -965,6 +1187,13 @@ impl Assembler {
         self.pending.len()
     }
 
+    /// Whether the line pushed last began a job that is still waiting for parts (its first
+    /// line, as [`Assembler::pending_first_lines`] counts).
+    pub fn began_a_job(&self) -> bool {
+        self.began
+            .is_some_and(|key| self.pending.contains_key(&key))
+    }
+
     /// Every job whose parts are still arriving: its key and the arrival number of its first
     /// line, i.e. the count of lines pushed into this assembler up to and including that line. A
     /// caller that counts its pushes the same way can tell where in its input an unfinished job
@@ -985,22 +1214,37 @@ impl Assembler {
     /// What [`Assembler::finish`] does before decoding: every job still waiting for parts is
     /// reported as a problem, and those that only miss their summary are queued as complete.
     pub fn give_up_waiting(&mut self) {
-        let mut pending: Vec<(u64, PendingJob)> = self.pending.drain().collect();
-        pending.sort_by_key(|(_, job)| job.first_seen);
-        for (key, job) in pending {
-            let missing: Vec<u32> = (0..job.parts)
-                .filter(|p| !job.arrived.contains_key(p))
-                .collect();
-            let summary = job.summary();
-            self.problems.push(Problem::MissingParts {
-                key: key_text(key),
-                missing: PartList(missing),
-                parts: job.parts,
-                summary,
-            });
-            if job.has_all_payload() {
-                self.complete(key, job);
-            }
+        let mut pending: Vec<(u64, u64)> = self
+            .pending
+            .iter()
+            .map(|(key, job)| (job.first_seen, *key))
+            .collect();
+        pending.sort_unstable();
+        for (_, key) in pending {
+            self.give_up_job(key);
+        }
+    }
+
+    /// [`Assembler::give_up_waiting`] for the job with key `key` alone (if it is pending), e.g.
+    /// when its parts are overdue while others may still come.
+    pub fn give_up(&mut self, key: &str) {
+        if let Some(key) = parse_key(key.as_bytes()) {
+            self.give_up_job(key);
+        }
+    }
+
+    fn give_up_job(&mut self, key: u64) {
+        let Some(job) = self.remove_pending(key) else {
+            return;
+        };
+        self.problems.push(Problem::MissingParts {
+            key: key_text(key),
+            missing: job.missing(),
+            parts: job.parts,
+            summary: job.summary(),
+        });
+        if job.has_all_payload() {
+            self.complete(key, job);
         }
     }
 }
@@ -1010,7 +1254,7 @@ fn decode_v1(key: &str, payload: &[u8], record_crc: u32) -> Result<DecodedJob, P
     let deflated = URL_SAFE_NO_PAD
         .decode_to_vec(payload)
         .map_err(|e| bad_payload(key, format!("base64: {e}")))?;
-    let json = inflate(key, &deflated)?;
+    let json = inflate(&deflated, RECORD_JSON_MAX, "record JSON").map_err(|e| e.of_job(key))?;
     if crc32fast::hash(&json) != record_crc {
         return Err(Problem::ChecksumMismatch {
             key: key.to_string(),
@@ -1020,19 +1264,72 @@ fn decode_v1(key: &str, payload: &[u8], record_crc: u32) -> Result<DecodedJob, P
     Ok(DecodedJob { record, deflated })
 }
 
-fn inflate(key: &str, deflated: &[u8]) -> Result<Vec<u8>, Problem> {
-    miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, MAX_PAYLOAD)
-        .map_err(|e| bad_payload(key, format!("deflate: {e}")))
+/// Why bytes are not a record (see [`stored_record`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unreadable {
+    #[error("deflate: {0}")]
+    Deflate(String),
+    #[error("JSON: {0}")]
+    Json(String),
+    #[error("oversized: {0}")]
+    Oversized(Oversize),
 }
 
-/// Inflate → JSON → record, checking its model version and key.
+impl Unreadable {
+    /// As the problem of the job with key `key`.
+    fn of_job(self, key: &str) -> Problem {
+        match self {
+            Unreadable::Deflate(reason) => bad_payload(key, format!("deflate: {reason}")),
+            Unreadable::Json(reason) => bad_payload(key, format!("record: {reason}")),
+            Unreadable::Oversized(oversize) => oversized(key, oversize),
+        }
+    }
+}
+
+/// Raw DEFLATE `deflated` inflated, if that is at most `max` bytes (`what`: for the reason).
+fn inflate(deflated: &[u8], max: usize, what: &str) -> Result<Vec<u8>, Unreadable> {
+    use miniz_oxide::inflate::TINFLStatus;
+    miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, max).map_err(|e| match e.status {
+        TINFLStatus::HasMoreOutput => Unreadable::Oversized(Oversize::cut_off(what, max)),
+        _ => Unreadable::Deflate(e.to_string()),
+    })
+}
+
+/// A record as a store keeps it, raw-DEFLATE JSON ([`DecodedJob::deflated`]), read within
+/// the limits: inflated to at most [`RECORD_JSON_MAX`] bytes, parsed, and every field checked
+/// ([`limits::check_record`]). Whoever reads a stored record reads it with this (or
+/// [`stored_json_record`]), so that no page, mail or report ever sees more than a record may
+/// carry, whatever the store holds (e.g. rows stored before the limits).
+pub fn stored_record(deflated: &[u8]) -> Result<JobRecord, Unreadable> {
+    stored_json_record(&inflate(deflated, RECORD_JSON_MAX, "record JSON")?)
+}
+
+/// A record stored as plain JSON, read within the limits as [`stored_record`].
+pub fn stored_json_record(json: &[u8]) -> Result<JobRecord, Unreadable> {
+    if json.len() > RECORD_JSON_MAX {
+        return Err(Unreadable::Oversized(Oversize {
+            what: "record JSON".into(),
+            size: Some(json.len() as u64),
+            max: RECORD_JSON_MAX as u64,
+            unit: "bytes",
+        }));
+    }
+    let mut record: JobRecord =
+        serde_json::from_slice(json).map_err(|e| Unreadable::Json(e.to_string()))?;
+    limits::check_record(&mut record).map_err(Unreadable::Oversized)?;
+    Ok(record)
+}
+
+/// Inflate → JSON → record, checking its model version, limits and key.
 fn inflate_record(key: &str, deflated: &[u8]) -> Result<JobRecord, Problem> {
-    record_of_json(key, &inflate(key, deflated)?)
+    let json = inflate(deflated, RECORD_JSON_MAX, "record JSON").map_err(|e| e.of_job(key))?;
+    record_of_json(key, &json)
 }
 
-/// The record in `json`, checking its model version and that its key is `key`.
+/// The record in `json`, checking its model version, its limits and that its key is `key`.
 fn record_of_json(key: &str, json: &[u8]) -> Result<JobRecord, Problem> {
-    let record: JobRecord = parse_versioned(key, json, "record")?;
+    let mut record: JobRecord = parse_versioned(key, json, "record")?;
+    limits::check_record(&mut record).map_err(|oversize| oversized(key, oversize))?;
     if record.wire_key() != key {
         return Err(bad_payload(
             key,

@@ -129,8 +129,18 @@ fn imbalance() -> impl Strategy<Value = Imbalance> {
         })
 }
 
+/// Records as the profiler sends them: [`any_job_record`] cut to the limits, as the encoder
+/// does (what decoders take whole).
+pub fn job_record() -> impl Strategy<Value = JobRecord> {
+    any_job_record().prop_map(|mut record| {
+        mpistat_record::limits::fit_record(&mut record);
+        record
+    })
+}
+
 prop_compose! {
-    fn job_record()(
+    /// Any record, some of whose texts are longer than the limits.
+    pub fn any_job_record()(
         (job_id, user, exe, argv0, host) in (odd_string(), odd_string(), odd_string(), odd_string(), odd_string()),
         (uid, pid, ranks, nodes) in (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
         (start_unix_ms, end_unix_ms) in (any::<u64>(), any::<u64>()),
@@ -204,7 +214,12 @@ fn tampered(index: &JobIndex, which: usize) -> JobIndex {
     let mut t = index.clone();
     match which % 13 {
         0 => t.uid = t.uid.wrapping_add(1),
-        1 => t.user.push('x'),
+        1 => {
+            // Changed within its limit.
+            if t.user.pop().is_none() {
+                t.user.push('x');
+            }
+        }
         2 => t.exe.push('/'),
         3 => t.ranks = t.ranks.wrapping_add(1),
         4 => t.end_unix_ms = t.end_unix_ms.wrapping_add(1),
@@ -258,13 +273,29 @@ proptest! {
     }
 
     #[test]
+    fn any_record_is_sent_cut_to_the_limits_and_taken_whole(record in any_job_record()) {
+        let mut fitted = record.clone();
+        mpistat_record::limits::fit_record(&mut fitted);
+        prop_assert_eq!(mpistat_record::limits::check_record(&mut fitted.clone()), Ok(()));
+        let mut again = fitted.clone();
+        mpistat_record::limits::fit_record(&mut again);
+        prop_assert_eq!(&again, &fitted, "cutting twice cuts nothing more");
+        if mpistat_record::limits::check_record(&mut record.clone()).is_ok() {
+            prop_assert_eq!(&fitted, &record, "a record within the limits is sent as it is");
+        }
+        let decoded = decode_lines(&syslog_lines(&record));
+        prop_assert_eq!(decoded.problems, vec![]);
+        prop_assert_eq!(decoded.records, vec![fitted]);
+    }
+
+    #[test]
     fn every_missing_line_is_reported(record in job_record(), pick in any::<prop::sample::Index>()) {
         let mut lines = syslog_lines(&record);
         let dropped = pick.index(lines.len()) as u32;
         lines.remove(dropped as usize);
         let decoded = decode_lines(&lines);
         let missing = decoded.problems.iter().any(|p| matches!(p,
-            Problem::MissingParts { missing, .. } if missing.0 == vec![dropped]));
+            Problem::MissingParts { missing, .. } if missing.parts().eq([dropped])));
         prop_assert!(missing, "{:?}", decoded.problems);
         prop_assert_eq!(decoded.problems.len(), 1);
         if dropped == 0 {

@@ -11,6 +11,16 @@
 use crate::files::{self, FileError};
 use std::path::Path;
 
+/// Most bytes the list may have: writers never write more (`mpistat ingest` leaves out what
+/// would not fit, see `digest/src/escalate.rs`), and every rank of every job reads it at
+/// `MPI_Init`, so it stays small (an entry is typically 100 bytes: 2,500 of them fit), and
+/// within what the profiler reads of it ([`READ_MAX_BYTES`]).
+pub const LIST_MAX_BYTES: usize = 256 * 1024;
+const _: () = assert!(
+    LIST_MAX_BYTES as u64 <= READ_MAX_BYTES,
+    "the profiler reads it all"
+);
+
 /// One (user, application) to trace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {

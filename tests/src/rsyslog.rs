@@ -50,6 +50,34 @@ impl RsyslogDaemon {
         daemon
     }
 
+    /// The shipped single-host configuration, `etc/rsyslog.d/mpistat.conf` unchanged, after
+    /// `globals` (e.g. the host's own settings) and the module line of the distribution's
+    /// rsyslog.conf (its system socket off: /dev/log is the host's), the daemon seeing
+    /// `<dir>/run` as `/run` and `<dir>/var-log` as `/var/log`. Returns it with the jobs' socket
+    /// and the records file, once the socket is there.
+    pub fn shipped_single_host(dir: &Path, globals: &str) -> (RsyslogDaemon, PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let run = dir.join("run");
+        let var_log = dir.join("var-log");
+        for dir in [&run, &var_log] {
+            std::fs::create_dir(dir).unwrap();
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let snippet = crate::workspace_root().join("etc/rsyslog.d/mpistat.conf");
+        let mut daemon = RsyslogDaemon::start_seeing(
+            dir,
+            "rsyslog",
+            &format!(
+                "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{globals}include(file=\"{}\")\n",
+                snippet.display()
+            ),
+            &[(&run, "/run"), (&var_log, "/var/log")],
+        );
+        let socket = run.join("mpistat-syslog.sock");
+        daemon.wait_until("the syslog socket", || socket.exists());
+        (daemon, socket, var_log.join("mpistat/records.log"))
+    }
+
     pub fn run(&mut self) {
         assert!(self.child.is_none(), "already running");
         let stderr = std::fs::OpenOptions::new()

@@ -89,29 +89,12 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    // Syslog as shipped: the snippet unchanged, after the host's global settings, with the
-    // module line of the distribution's rsyslog.conf (its system socket off: /dev/log is the
-    // host's). The daemon sees the test's directories as /run (its socket) and /var/log (the
-    // records file), where the services see /var/log/mpistat too.
-    let run = d.join("run");
+    // Syslog as shipped: the snippet unchanged, after the host's global settings. The daemon
+    // sees the test's directories as /run (its socket) and /var/log (the records file), where
+    // the services see /var/log/mpistat too.
+    let (rsyslogd, socket, records_log) =
+        RsyslogDaemon::shipped_single_host(d, &host_rsyslog_globals());
     let var_log = d.join("var-log");
-    for dir in [&run, &var_log] {
-        std::fs::create_dir(dir).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let socket = run.join("mpistat-syslog.sock");
-    let snippet = workspace_root().join("etc/rsyslog.d/mpistat.conf");
-    let mut rsyslogd = RsyslogDaemon::start_seeing(
-        d,
-        "rsyslog",
-        &format!(
-            "module(load=\"imuxsock\" SysSock.Use=\"off\")\n{}include(file=\"{}\")\n",
-            host_rsyslog_globals(),
-            snippet.display()
-        ),
-        &[(&run, "/run"), (&var_log, "/var/log")],
-    );
-    rsyslogd.wait_until("the syslog socket", || socket.exists());
 
     // Alice's job, profiled as every job is (the jobs' configuration names the private socket).
     let jobs_site = write_site_config(d, &socket, "local5");
@@ -120,7 +103,6 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
         .as_user(&alice)
         .profiled(&jobs_site)
         .assert_success();
-    let records_log = var_log.join("mpistat/records.log");
     let decoded = || {
         let text = std::fs::read_to_string(&records_log).unwrap_or_default();
         mpistat_record::decode(text.lines())

@@ -20,9 +20,22 @@
 //! [`BATCH_LINES`] lines and at the end. The position saved for a file is the end of the last
 //! line read, or the first line of the oldest job begun in that file that is still waiting for
 //! parts, so a rerun (after `kill -9`, or the next timer run) sees that job whole. A job still
-//! missing parts at the end of a run is reported incomplete once the file its first line is in
-//! has not changed for the site's grace period; if its parts turn up later it is stored and the
-//! report is withdrawn.
+//! missing parts at the end of a run is given up and reported incomplete once its grace is
+//! over ([`Run::within_grace`]): the lines its relay delivered since are the site's grace
+//! period younger than its first line (by the times rsyslog wrote on them, see [`clock`];
+//! lines without such a time: once the file has not changed for the grace period); and at
+//! any commit, once more than [`REREAD_MAX`] bytes were read after it, so that a run never
+//! reads more than that again. If its parts turn up later it is stored and the report is
+//! withdrawn.
+//!
+//! # Memory
+//!
+//! Each sender's [`Assembler`] holds at most [`mpistat_record::wire::PENDING_JOBS_MAX`]
+//! records waiting for parts and [`mpistat_record::wire::PENDING_BYTES_MAX`] bytes of them,
+//! and all senders together at most [`PENDING_JOBS_TOTAL_MAX`] and
+//! [`PENDING_BYTES_TOTAL_MAX`]; a record given up to stay within them is reported incomplete,
+//! saying why. A record beyond the limits of what a record may carry
+//! ([`mpistat_record::limits`]) is rejected as `oversized`. Lines are cut at 256 KiB.
 //!
 //! # Threads
 //!
@@ -53,6 +66,7 @@
 //! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
 pub mod accounts;
+pub mod clock;
 pub mod partials;
 pub mod report;
 pub mod source;
@@ -62,6 +76,7 @@ pub mod writer;
 use crate::db::{Database, JobRow, Position, Received, Rejected};
 use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
+use clock::LogClock;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
@@ -72,7 +87,7 @@ use std::path::PathBuf;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use trust::Sender;
+use trust::{Relay, Sender};
 use writer::Batch;
 
 /// What decoding a complete job gives (the record itself is dropped on the worker, too).
@@ -92,6 +107,21 @@ pub const BATCH_LINES: u64 = 200_000;
 
 /// Complete jobs handed to a decoder thread at a time (one channel message, one wake-up).
 const FILE_BATCH: usize = 64;
+
+/// Records waiting for parts that a run holds over all senders (each sender's assembler holds
+/// at most [`mpistat_record::wire::PENDING_JOBS_MAX`]); beyond, the oldest record of the
+/// sender holding most bytes is given up (rejected as incomplete).
+pub const PENDING_JOBS_TOTAL_MAX: usize = 4096;
+
+/// Bytes of records waiting for parts a run holds over all senders (each sender's at most
+/// [`mpistat_record::wire::PENDING_BYTES_MAX`]).
+pub const PENDING_BYTES_TOTAL_MAX: usize = 128 << 20;
+
+/// The most of its input a run reads again because a record begun there waits for parts: a
+/// record whose first line lies further back is given up (rejected as incomplete), whatever
+/// its grace period. A record's parts come in one burst, so no more than a few lines lie
+/// between them.
+pub const REREAD_MAX: u64 = 16 << 20;
 
 /// What ingest is told to do.
 #[derive(Debug, Clone)]
@@ -158,11 +188,13 @@ pub struct RunStats {
     pub unreadable: u64,
 }
 
-/// Where an unfinished job's first line is.
+/// Where an unfinished job's first line is, and when rsyslog wrote it (when believed, see
+/// [`clock`]).
 #[derive(Debug, Clone, Copy)]
 struct FirstLine {
     file: usize,
     offset: u64,
+    time_ms: Option<u64>,
 }
 
 /// One sender's assembler and how many lines it was given.
@@ -178,6 +210,8 @@ struct FileRead {
     /// Its path as rejected entries and stored jobs name it.
     source: Arc<str>,
     position: Position,
+    /// Where this run began reading it.
+    read_from: u64,
     /// End of the last line read.
     read_to: u64,
     /// Stat when it was read to the end.
@@ -225,8 +259,13 @@ struct Run<'a> {
     /// Who delivered and sent each line.
     relays: trust::Relays,
     senders: HashMap<Sender, SenderLines>,
+    /// Records waiting for parts and their bytes, over all senders' assemblers.
+    pending_jobs: usize,
+    pending_bytes: usize,
     /// First line of every job that was unfinished when last looked at, by sender and arrival.
     first_lines: HashMap<(Sender, u64), FirstLine>,
+    /// How far each relay's lines have gone on (by the times rsyslog wrote on them).
+    clocks: HashMap<Relay, LogClock>,
     files: Vec<FileRead>,
     /// Complete jobs being filed on other threads, [`FILE_BATCH`] at a time (with the
     /// thresholds of the rollups they are counted in).
@@ -318,7 +357,10 @@ pub fn run_once(
                 known,
                 relays: trust::Relays::new(options.trusted_relays.clone()),
                 senders: HashMap::new(),
+                pending_jobs: 0,
+                pending_bytes: 0,
                 first_lines: HashMap::new(),
+                clocks: HashMap::new(),
                 files: Vec::new(),
                 decoders: OrderedPool::new(file_jobs),
                 critical: Arc::new(options.critical.clone()),
@@ -393,6 +435,7 @@ impl Run<'_> {
         self.files.push(FileRead {
             source: input.path.display().to_string().into(),
             input: input.clone(),
+            read_from: opened.offset(),
             read_to: opened.offset(),
             position,
             stat_at_end: None,
@@ -411,8 +454,8 @@ impl Run<'_> {
             self.push_line(file, offset, line);
             if self.pending.lines >= self.batch_lines {
                 self.files[file].read_to = opened.offset();
-                let unfinished = self.unfinished_first_lines();
-                self.commit(&unfinished)?;
+                let waiting = self.give_up_overdue(false);
+                self.commit(&waiting)?;
             }
         }
         Ok(())
@@ -422,32 +465,95 @@ impl Run<'_> {
         self.pending.lines += 1;
         self.stats.lines += 1;
         let sender = self.relays.sender(line);
+        // Only rsyslog's own times count, on lines of the ways the site's records come.
+        let time_ms = match sender.relay {
+            Relay::Local | Relay::Trusted(_) => clock::line_time(line),
+            Relay::Untrusted(_) | Relay::Unrelayed(_) => None,
+        };
+        if let Some(time_ms) = time_ms {
+            self.clocks
+                .entry(sender.relay.clone())
+                .or_default()
+                .saw(time_ms);
+        }
         let lines = self.senders.entry(sender.clone()).or_default();
-        let unfinished_before = lines.assembler.pending_jobs();
+        let held_before = (
+            lines.assembler.pending_jobs(),
+            lines.assembler.pending_bytes(),
+        );
         lines.assembler.push(line);
         lines.pushed += 1;
-        if lines.assembler.pending_jobs() > unfinished_before {
+        if lines.assembler.began_a_job() {
+            let first = FirstLine {
+                file,
+                offset,
+                time_ms,
+            };
             self.first_lines
-                .insert((sender.clone(), lines.pushed), FirstLine { file, offset });
+                .insert((sender.clone(), lines.pushed), first);
         }
+        self.count_held(&sender, held_before);
+        self.take_assembled(&sender, file, Some((offset, line)));
+        self.keep_within_total_limits(file);
+        if self.batch.len() >= FILE_BATCH {
+            self.send_batch();
+            self.take_decoded(false);
+        }
+    }
+
+    /// Count what `sender`'s assembler holds now, which held `before` (records, bytes).
+    fn count_held(&mut self, sender: &Sender, before: (usize, usize)) {
+        let assembler = &self.senders[sender].assembler;
+        self.pending_jobs = self.pending_jobs + assembler.pending_jobs() - before.0;
+        self.pending_bytes = self.pending_bytes + assembler.pending_bytes() - before.1;
+    }
+
+    /// Problems and complete jobs of `sender`'s assembler: the problems as rejected entries
+    /// (line-level ones of the line just pushed, `line`: its offset in `file` and its text),
+    /// the jobs queued for the decoders.
+    fn take_assembled(&mut self, sender: &Sender, file: usize, line: Option<(u64, &[u8])>) {
+        let lines = self.senders.get_mut(sender).expect("a sender with lines");
         let problems = lines.assembler.take_problems();
         let complete = lines.assembler.take_complete();
         for problem in problems {
-            let location = format!("{}:{offset}", self.files[file].input_id());
-            let line = String::from_utf8_lossy(line);
-            let rejected = self.rejected_of(problem, file, location, Some(&line));
+            let (location, text) = match line {
+                Some((offset, text)) => (
+                    format!("{}:{offset}", self.files[file].input_id()),
+                    Some(String::from_utf8_lossy(text)),
+                ),
+                None => (String::new(), None),
+            };
+            let rejected = self.rejected_of(problem, file, location, text.as_deref());
             self.pending.rejected.push(rejected);
-        }
-        if complete.is_empty() {
-            return;
         }
         for job in complete {
             self.batch.push(job);
             self.decoding.push_back((sender.clone(), file));
         }
-        if self.batch.len() >= FILE_BATCH {
-            self.send_batch();
-            self.take_decoded(false);
+    }
+
+    /// While the records waiting for parts over all senders are more than
+    /// [`PENDING_JOBS_TOTAL_MAX`] or hold more than [`PENDING_BYTES_TOTAL_MAX`], give up the
+    /// oldest of the sender that holds most bytes (rejected as incomplete).
+    fn keep_within_total_limits(&mut self, file: usize) {
+        while self.pending_jobs > PENDING_JOBS_TOTAL_MAX
+            || self.pending_bytes > PENDING_BYTES_TOTAL_MAX
+        {
+            let largest = self
+                .senders
+                .iter()
+                .max_by_key(|(_, lines)| lines.assembler.pending_bytes())
+                .map(|(sender, _)| sender.clone())
+                .expect("records are waiting, so some sender holds them");
+            let reason = format!(
+                "more than {PENDING_JOBS_TOTAL_MAX} records or {PENDING_BYTES_TOTAL_MAX} bytes \
+                 of all senders were waiting for parts, this sender's most"
+            );
+            let assembler = &mut self.senders.get_mut(&largest).expect("a sender").assembler;
+            let before = (assembler.pending_jobs(), assembler.pending_bytes());
+            assembler.evict_oldest(&reason);
+            self.count_held(&largest, before);
+            self.take_assembled(&largest, file, None);
         }
     }
 
@@ -638,7 +744,10 @@ impl Run<'_> {
             _ => problem.to_string(),
         };
         let (kind, reference, line) = match &problem {
-            Problem::MissingParts { key, .. } => ("incomplete", key.clone(), None),
+            Problem::MissingParts { key, .. } | Problem::Evicted { key, .. } => {
+                ("incomplete", key.clone(), None)
+            }
+            Problem::Oversized { key, .. } => ("oversized", key.clone(), None),
             Problem::DuplicatePart { .. } => ("duplicate", location, line),
             Problem::ConflictingPart { .. } => ("conflicting", location, line),
             Problem::CorruptLine { .. } => ("corrupt", location, line),
@@ -657,20 +766,49 @@ impl Run<'_> {
         }
     }
 
-    /// First lines of the jobs still waiting for parts (forgetting those that finished).
-    fn unfinished_first_lines(&mut self) -> Vec<(String, FirstLine)> {
+    /// The jobs still waiting for parts, by sender, with their first lines (forgetting those
+    /// that finished). Every job's first line is kept ([`Run::push_line`]).
+    fn unfinished_first_lines(&mut self) -> Vec<(Sender, String, Option<FirstLine>)> {
         let mut unfinished = Vec::new();
         let mut still = HashSet::new();
         for (sender, lines) in &self.senders {
             for (key, arrival) in lines.assembler.pending_first_lines() {
                 still.insert((sender.clone(), arrival));
-                if let Some(first) = self.first_lines.get(&(sender.clone(), arrival)) {
-                    unfinished.push((key.to_string(), *first));
-                }
+                let first = self.first_lines.get(&(sender.clone(), arrival)).copied();
+                unfinished.push((sender.clone(), key.to_string(), first));
             }
         }
         self.first_lines.retain(|k, _| still.contains(k));
         unfinished
+    }
+
+    /// Give up the jobs waiting for parts whose grace is over ([`Run::within_grace`]; while
+    /// reading goes on, not `at_end`, only those more than [`REREAD_MAX`] bytes back: the
+    /// others' parts may still come in this run): rejected as incomplete (one that misses only
+    /// its summary is filed). Returns the others (key and first line), which the next commit
+    /// keeps the read position at.
+    fn give_up_overdue(&mut self, at_end: bool) -> Vec<(String, FirstLine)> {
+        let mut waiting = Vec::new();
+        for (sender, key, first) in self.unfinished_first_lines() {
+            let waits = |first: &FirstLine| match at_end {
+                true => self.within_grace(&sender, first),
+                false => self.read_after(first) <= REREAD_MAX,
+            };
+            let file = match first {
+                Some(first) if waits(&first) => {
+                    waiting.push((key, first));
+                    continue;
+                }
+                Some(first) => first.file,
+                None => self.files.len() - 1,
+            };
+            let assembler = &mut self.senders.get_mut(&sender).expect("a sender").assembler;
+            let before = (assembler.pending_jobs(), assembler.pending_bytes());
+            assembler.give_up(&key);
+            self.count_held(&sender, before);
+            self.take_assembled(&sender, file, None);
+        }
+        waiting
     }
 
     /// Hand what was found and every file's position to the writer, to be committed in one
@@ -711,49 +849,46 @@ impl Run<'_> {
         })
     }
 
-    /// Whether a job begun in `file` may still get its missing parts: the file is the live log
-    /// and changed within the grace period.
-    fn within_grace(&self, file: usize) -> bool {
-        let input = &self.files[file].input;
-        let changed = std::fs::metadata(&input.path).and_then(|m| m.modified());
-        let age = changed.map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
-        input.live && age.is_ok_and(|age| age < self.options.grace)
+    /// Whether a job of `sender` whose first line is `first` may still get its missing parts.
+    /// Not when more than [`REREAD_MAX`] bytes were read after that line; else, when rsyslog
+    /// wrote a time on it, while the lines `sender`'s relay delivered since are younger than
+    /// the grace period (the log's own clock: a live log that goes on does not keep a record
+    /// waiting for ever, and a backlog read late is judged as it was written), and without a
+    /// time, while the file is the live log and changed within the grace period.
+    fn within_grace(&self, sender: &Sender, first: &FirstLine) -> bool {
+        if self.read_after(first) > REREAD_MAX {
+            return false;
+        }
+        let grace_ms = self.options.grace.as_millis() as u64;
+        match first.time_ms {
+            Some(time_ms) => {
+                let clock = self.clocks.get(&sender.relay).copied().unwrap_or_default();
+                clock.since(time_ms, clock::now_ms()) < grace_ms
+            }
+            None => {
+                let input = &self.files[first.file].input;
+                let changed = std::fs::metadata(&input.path).and_then(|m| m.modified());
+                let age = changed.map(|t| SystemTime::now().duration_since(t).unwrap_or_default());
+                input.live && age.is_ok_and(|age| age < self.options.grace)
+            }
+        }
+    }
+
+    /// Bytes read in this run after the line `first`: what the next run reads again if it
+    /// resumes there.
+    fn read_after(&self, first: &FirstLine) -> u64 {
+        let later: u64 = self.files[first.file + 1..]
+            .iter()
+            .map(|file| file.read_to - file.read_from)
+            .sum();
+        later + self.files[first.file].read_to.saturating_sub(first.offset)
     }
 
     /// Report jobs still missing parts whose grace period is over, and commit everything.
     fn finish(mut self) -> anyhow::Result<RunStats> {
         self.take_decoded(true);
-        let (in_grace, overdue): (Vec<_>, Vec<_>) = self
-            .unfinished_first_lines()
-            .into_iter()
-            .partition(|(_, first)| self.within_grace(first.file));
-        let waiting: HashSet<&str> = in_grace.iter().map(|(key, _)| key.as_str()).collect();
-        let last_file = self.files.len().saturating_sub(1);
-        let first_file = |key: &str| {
-            let found = overdue.iter().find(|(k, _)| k == key);
-            found.map_or(last_file, |(_, first)| first.file)
-        };
-        for (sender, mut lines) in std::mem::take(&mut self.senders) {
-            lines.assembler.give_up_waiting();
-            for problem in lines.assembler.take_problems() {
-                let key = match &problem {
-                    Problem::MissingParts { key, .. } => key.clone(),
-                    _ => String::new(),
-                };
-                if waiting.contains(key.as_str()) {
-                    continue;
-                }
-                let file = first_file(&key);
-                let rejected = self.rejected_of(problem, file, String::new(), None);
-                self.pending.rejected.push(rejected);
-            }
-            for job in lines.assembler.take_complete() {
-                let file = first_file(&job.key);
-                let filing = file_jobs((vec![job], self.critical.clone()));
-                self.take_filing(filing, |_| (sender.clone(), file));
-            }
-        }
-        self.commit(&in_grace)?;
+        let waiting = self.give_up_overdue(true);
+        self.commit(&waiting)?;
         Ok(self.stats)
     }
 }

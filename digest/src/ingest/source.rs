@@ -88,7 +88,8 @@ pub struct Opened {
     spill: Vec<u8>,
 }
 
-/// Bytes the reader reads at a time.
+/// Bytes the reader reads at a time; also the longest line read whole: a longer one (never
+/// ours: a record's messages are at most 7,680 bytes) is cut to this, the rest skipped.
 const READ_BUFFER: usize = 1 << 18;
 
 /// Open `path` and identify it. `None` when it has no complete first line yet (nothing to read).
@@ -153,9 +154,10 @@ impl Opened {
         self.offset
     }
 
-    /// The next line (with its newline) and its offset; `None` at the end. A last line
-    /// without newline is returned only when `take_unfinished` (a live file's last line may
-    /// still be being written). The line is read in place when it lies whole in the buffer.
+    /// The next line (with its newline, unless it was cut) and its offset; `None` at the end.
+    /// A last line without newline is returned only when `take_unfinished` (a live file's last
+    /// line may still be being written). The line is read in place when it lies whole in the
+    /// buffer; a line longer than [`READ_BUFFER`] is cut to that (the rest skipped).
     pub fn next_line(&mut self, take_unfinished: bool) -> std::io::Result<Option<(u64, &[u8])>> {
         self.reader.consume(std::mem::take(&mut self.unconsumed));
         let at = self.offset;
@@ -167,11 +169,24 @@ impl Opened {
             return Ok(Some((at, &buffer[..=end])));
         }
         self.spill.clear();
-        let n = self.reader.read_until(b'\n', &mut self.spill)?;
-        if n == 0 || (!self.spill.ends_with(b"\n") && !take_unfinished) {
+        let (mut read, mut ended) = (0, false);
+        while !ended {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                break;
+            }
+            let line_end = memchr::memchr(b'\n', buffer);
+            ended = line_end.is_some();
+            let taken = line_end.map_or(buffer.len(), |end| end + 1);
+            let room = READ_BUFFER.saturating_sub(self.spill.len());
+            self.spill.extend_from_slice(&buffer[..taken.min(room)]);
+            self.reader.consume(taken);
+            read += taken as u64;
+        }
+        if read == 0 || (!ended && !take_unfinished) {
             return Ok(None);
         }
-        self.offset += n as u64;
+        self.offset += read;
         Ok(Some((at, &self.spill)))
     }
 }

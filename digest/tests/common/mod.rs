@@ -188,19 +188,34 @@ pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
         .collect()
 }
 
+/// What `mpistat ingest` of `log` does with the site's defaults, but with user names checked
+/// against the invented [`USERS`], not the machine's accounts.
+pub fn ingest_options(log: &Path) -> mpistat_digest::ingest::Options {
+    use mpistat_digest::ingest::{accounts::Table, Options};
+    Options {
+        accounts: Some(std::sync::Arc::new(Table::new(USERS))),
+        ..Options::from_site(
+            vec![log.to_path_buf()],
+            &mpistat_site::SiteConfig::default(),
+        )
+    }
+}
+
+/// An empty directory `<tmp>/mpistat-<label>-<pid>` for a test's files.
+pub fn temp_dir(label: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mpistat-{label}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// A database in `dir` with [`week_of_jobs`]`(40)`: 40 jobs of five users in 2026-W47, filed by
 /// a real ingest (the mail tests' fixture).
 pub fn week_47_database(dir: &Path) -> mpistat_digest::db::Database {
-    use mpistat_digest::ingest::{accounts::Table, run_once, Options};
     let log = dir.join("records.log");
     append_log(&log, &week_of_jobs(40));
     let mut db = mpistat_digest::db::Database::open(&dir.join("db.sqlite")).unwrap();
-    let options = Options {
-        // Names are checked against the invented users, not the machine's.
-        accounts: Some(std::sync::Arc::new(Table::new(USERS))),
-        ..Options::from_site(vec![log], &mpistat_site::SiteConfig::default())
-    };
-    run_once(&mut db, &options, &mut Vec::new()).unwrap();
+    mpistat_digest::ingest::run_once(&mut db, &ingest_options(&log), &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), 40);
     db
 }

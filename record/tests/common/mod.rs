@@ -13,23 +13,46 @@ const CHUNK: usize = 700;
 /// `version` with `record_crc`, part 0 being the summary the current encoder writes.
 pub fn messages(version: u32, record: &JobRecord, payload: &[u8], record_crc: u32) -> Vec<String> {
     let summary = encode(record)[0].splitn(6, ' ').nth(5).unwrap().to_string();
+    lines(
+        &format!("MPISTAT{version}"),
+        &record.wire_key(),
+        &summary,
+        payload,
+        record_crc,
+    )
+}
+
+/// The messages with marker and version `marker` (e.g. `MPISTAT2`, `MPISTATA1`) of the record
+/// with key `key`: part 0 `summary`, then `payload` in base64.
+pub fn lines(
+    marker: &str,
+    key: &str,
+    summary: &str,
+    payload: &[u8],
+    record_crc: u32,
+) -> Vec<String> {
     let text = URL_SAFE_NO_PAD.encode(payload);
-    let data: Vec<&str> = std::iter::once(summary.as_str())
+    let data: Vec<&str> = std::iter::once(summary)
         .chain(
             text.as_bytes()
                 .chunks(CHUNK)
                 .map(|c| std::str::from_utf8(c).unwrap()),
         )
         .collect();
-    let (key, parts) = (record.wire_key(), data.len());
+    let parts = data.len();
     data.iter()
         .enumerate()
         .map(|(part, chunk)| {
-            let head = format!("MPISTAT{version} {key} {part}/{parts} {record_crc:08x} ");
+            let head = format!("{marker} {key} {part}/{parts} {record_crc:08x} ");
             let line_crc = crc32fast::hash(format!("{head}{chunk}").as_bytes());
             format!("{head}{line_crc:08x} {chunk}")
         })
         .collect()
+}
+
+/// An analysis record's messages whose payload is `deflated` (any bytes; its crc right).
+pub fn messages_of_kind(marker: &str, key: &str, summary: &str, deflated: &[u8]) -> Vec<String> {
+    lines(marker, key, summary, deflated, crc32fast::hash(deflated))
 }
 
 /// `record` in wire version 1 (payload: the deflated JSON; record crc: of the JSON).
