@@ -23,12 +23,12 @@
 //! [`escalation::LIST_MAX_BYTES`]; what would go beyond is left out, and said.
 
 use crate::cli::{EscalateAction, EscalateArgs};
-use mpistat_store::WriteStore;
 use anyhow::Context;
 use mpistat_record::limits::PATH_MAX;
 use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry, LIST_MAX_BYTES};
 use mpistat_site::{EscalationConfig, SiteConfig};
+use mpistat_store::WriteStore;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;

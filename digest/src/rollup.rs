@@ -360,7 +360,12 @@ impl Rollups {
                 serde_json::to_string(&week.totals)?,
                 serde_json::to_string(&week)?,
             );
-            tx.put_rollup_user_day(tables, day, &user, &user_row(&week.totals, &totals, &detail))?;
+            tx.put_rollup_user_day(
+                tables,
+                day,
+                &user,
+                &user_row(&week.totals, &totals, &detail),
+            )?;
         }
         for ((month, user), new) in months {
             let totals = match tx.rollup_user_month(tables, month, &user)? {
@@ -606,7 +611,10 @@ pub fn count_in_rebuild<'a>(
 
 /// Why the rollups of `db` are not those of `thresholds` (`None`: they are): the database has
 /// jobs stored before the rollups, or the critical list was made with other thresholds.
-pub fn out_of_date(db: &ReadStore, thresholds: &SiteReportConfig) -> anyhow::Result<Option<&'static str>> {
+pub fn out_of_date(
+    db: &ReadStore,
+    thresholds: &SiteReportConfig,
+) -> anyhow::Result<Option<&'static str>> {
     if db.rollup_state("stale")?.is_some() {
         return Ok(Some("the database has jobs stored before the rollups"));
     }
@@ -757,14 +765,18 @@ pub fn user_of_period(
     to_ms: u64,
 ) -> anyhow::Result<Option<UserWeek>> {
     let mut sum: Option<UserWeek> = None;
-    db.each_user_day_rollup(user, (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)), |totals, detail| {
-        let week = user_week(totals, detail)?;
-        match &mut sum {
-            Some(sum) => sum.merge(&week),
-            None => sum = Some(week),
-        }
-        Ok(())
-    })?;
+    db.each_user_day_rollup(
+        user,
+        (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)),
+        |totals, detail| {
+            let week = user_week(totals, detail)?;
+            match &mut sum {
+                Some(sum) => sum.merge(&week),
+                None => sum = Some(week),
+            }
+            Ok(())
+        },
+    )?;
     Ok(sum)
 }
 

@@ -17,10 +17,10 @@ mod common;
 mod forge;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_store::WriteStore;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::WriteStore;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -12,7 +12,6 @@ mod common;
 mod forge;
 
 use common::{syslog_lines, week_of_jobs, USERS};
-use mpistat_store::WriteStore;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_digest::mail::mails;
@@ -21,6 +20,7 @@ use mpistat_digest::rollup::rebuild;
 use mpistat_record::model::TraceInfo;
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::WriteStore;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

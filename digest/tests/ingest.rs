@@ -5,10 +5,10 @@
 mod common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
-use mpistat_store::test_support::{column, execute_batch};
-use mpistat_store::WriteStore;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_site::SiteConfig;
+use mpistat_store::test_support::{column, execute_batch};
+use mpistat_store::WriteStore;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -528,8 +528,7 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
     let mut upgraded = WriteStore::open(&old_path).unwrap();
     assert_eq!(dump(&upgraded), expected);
     // (Their keys got their uids, schema 13.)
-    let wire_keys =
-        "SELECT id || ' ' || substr(key, 1, instr(key, '-') - 1) FROM jobs ORDER BY id";
+    let wire_keys = "SELECT id || ' ' || substr(key, 1, instr(key, '-') - 1) FROM jobs ORDER BY id";
     assert_eq!(upgraded.column(wire_keys).unwrap(), old_jobs);
     // The queue's executable column became the application (the executable of these jobs).
     let queued = "SELECT id || ' ' || app FROM escalation_queue ORDER BY id";
@@ -561,8 +560,8 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
 /// are made again.
 #[test]
 fn a_schema_12_database_is_rekeyed_by_uid() {
-    use mpistat_store::MIGRATIONS;
     use mpistat_record::model::TraceInfo;
+    use mpistat_store::MIGRATIONS;
     let dir = temp_dir("schema-12");
     let log = dir.join("records.log");
     let mut jobs = week_of_jobs(20);

@@ -12,8 +12,8 @@ mod common;
 mod counting;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_store::WriteStore;
 use mpistat_digest::ingest::{run_once, Options};
+use mpistat_store::WriteStore;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::collections::HashSet;

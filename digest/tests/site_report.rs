@@ -11,8 +11,6 @@
 mod common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
-use mpistat_store::test_support::{column, execute_batch};
-use mpistat_store::{inflated_record, WriteStore};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
@@ -22,6 +20,8 @@ use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::{SiteConfig, SiteReportConfig};
+use mpistat_store::test_support::{column, execute_batch};
+use mpistat_store::{inflated_record, WriteStore};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -1453,7 +1453,10 @@ fn inbox(db: &WriteStore) -> BTreeMap<String, (String, JobRecord)> {
                 .collect();
             (
                 key.unwrap().to_string(),
-                (state.unwrap().to_string(), inflated_record(&deflated).unwrap()),
+                (
+                    state.unwrap().to_string(),
+                    inflated_record(&deflated).unwrap(),
+                ),
             )
         })
         .collect()

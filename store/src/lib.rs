@@ -55,18 +55,17 @@
 pub mod partials;
 pub mod pool;
 mod read;
-mod rows;
 pub mod rollups;
+mod rows;
 mod schema;
-#[cfg(feature = "test-support")]
+#[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 mod write;
 
 pub use read::ReadStore;
 pub use rows::{
     deflated_record, inflated_record, CriticalEntry, FiledJob, Inserted, JobOrder, JobRow,
-    MailStatus, PeriodTotals, Position, Quarantined, QueuedJob, Received, Rejected,
-    StoredAnalysis,
+    MailStatus, PeriodTotals, Position, Quarantined, QueuedJob, Received, Rejected, StoredAnalysis,
 };
 pub use schema::MIGRATIONS;
 pub use write::{Checkpointer, WriteStore, WriteTx};

@@ -425,7 +425,7 @@ impl ReadStore {
     pub fn analyses_by_key(&self) -> Result<HashMap<String, StoredAnalysis>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT key, job_id, app, dir, summary, error FROM analyses")?;
+            .prepare("SELECT key, job_id, app, dir, summary, error, user FROM analyses")?;
         let rows = stmt.query_map([], |row| {
             Ok((
                 row.get(0)?,
@@ -435,6 +435,7 @@ impl ReadStore {
                     dir: row.get(3)?,
                     summary: row.get(4)?,
                     error: row.get(5)?,
+                    user: row.get(6)?,
                 },
             ))
         })?;
@@ -454,6 +455,7 @@ impl ReadStore {
         )?;
         let rows = stmt.query_map(params![user, from_ms, to_ms], |row| {
             Ok(StoredAnalysis {
+                user: user.to_string(),
                 job_id: row.get(0)?,
                 app: row.get(1)?,
                 dir: row.get(2)?,
@@ -629,6 +631,94 @@ fn uri_path(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::{JobRow, WriteStore};
+    use mpistat_record::wire::DecodedJob;
+
+    /// A job of `ranks` ranks that ended at `end_ms`, as the write handle stores it.
+    fn job(end_ms: u64, ranks: u32) -> (JobRecord, JobRow) {
+        let record = JobRecord {
+            version: 1,
+            job_id: "1001".into(),
+            uid: 1001,
+            user: "alice".into(),
+            exe: "/home/alice/solver".into(),
+            host: "node1".into(),
+            pid: 4000,
+            ranks,
+            nodes: 1,
+            start_unix_ms: end_ms - 1000,
+            end_unix_ms: end_ms,
+            ..JobRecord::default()
+        };
+        let deflated = crate::deflated_record(&record);
+        let row = JobRow::decoded(DecodedJob {
+            record: record.clone(),
+            deflated,
+        });
+        (record, row)
+    }
+
+    /// The read handle changes nothing: an unusable record is skipped and said (not moved),
+    /// SQLite itself refuses its writes, and a database of another schema is refused; the
+    /// write handle moves the record to the rejected entries.
+    #[test]
+    fn the_read_handle_never_writes() {
+        let dir = std::env::temp_dir().join(format!("mpistat-store-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("db.sqlite");
+        let mut writer = WriteStore::open(&path).unwrap();
+        let (good, good_row) = job(1_700_000_000_000, 4);
+        let (_, bad_row) = job(1_700_000_001_000, 8);
+        let tx = writer.transaction().unwrap();
+        for row in [&good_row, &bad_row] {
+            tx.insert_job(row).unwrap();
+        }
+        tx.commit().unwrap();
+        writer
+            .execute_batch(&format!(
+                "UPDATE jobs SET record = x'00ff' WHERE key = '{}'",
+                bad_row.key
+            ))
+            .unwrap();
+        drop(writer);
+
+        let reader = ReadStore::open(&path).unwrap();
+        assert_eq!(reader.job(&good_row.key).unwrap(), Some(good));
+        assert_eq!(reader.job(&bad_row.key).unwrap(), None);
+        let said = reader.take_quarantined();
+        assert!(
+            matches!(&said[..], [Quarantined::Left { detail }]
+                if detail.contains("the stored record is not readable")),
+            "{said:?}"
+        );
+        assert_eq!(
+            reader.jobs_ended_between(0, u64::MAX >> 1).unwrap().len(),
+            1
+        );
+        assert_eq!(reader.job_count().unwrap(), 2, "nothing moved");
+        assert!(reader.rejected().unwrap().is_empty());
+        assert!(reader.conn.execute_batch("DELETE FROM jobs").is_err());
+        drop(reader);
+
+        let writer = WriteStore::open(&path).unwrap();
+        assert_eq!(writer.quarantine_unusable().unwrap(), 1);
+        assert!(matches!(
+            &writer.take_quarantined()[..],
+            [Quarantined::Moved { .. }]
+        ));
+        assert_eq!(writer.job_count().unwrap(), 1);
+        assert_eq!(writer.rejected().unwrap()[0].0, "corrupt");
+        drop(writer);
+
+        crate::test_support::execute_batch(&path, "PRAGMA user_version = 3").unwrap();
+        assert!(matches!(
+            ReadStore::open(&path),
+            Err(Error::NotMigrated { found: 3, .. })
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn paths_become_uri_paths() {

@@ -437,7 +437,13 @@ impl WriteTx<'_> {
     }
 
     /// Add `jobs` jobs of application `app` on `day`.
-    pub fn add_application_jobs(&self, tables: Tables, day: u64, app: &str, jobs: u64) -> Result<()> {
+    pub fn add_application_jobs(
+        &self,
+        tables: Tables,
+        day: u64,
+        app: &str,
+        jobs: u64,
+    ) -> Result<()> {
         let apps = tables.name("rollup_apps");
         self.tx
             .prepare_cached(&format!(
@@ -545,7 +551,10 @@ mod tests {
     fn the_critical_list_by_cpu_reads_the_same_rows_from_its_index() {
         const PAGE_ROWS: usize = 100;
         let mut db = WriteStore::in_memory().unwrap();
-        let (november, october) = ((1_000_000_000_000, 1_002_592_000_000), (997_408_000_000, 1_000_000_000_000));
+        let (november, october) = (
+            (1_000_000_000_000, 1_002_592_000_000),
+            (997_408_000_000, 1_000_000_000_000),
+        );
         let mut wanted = Vec::new();
         let tx = db.transaction().unwrap();
         for n in 0..CRITICAL_SORTED_AS_READ as u64 + 500 {
@@ -567,7 +576,8 @@ mod tests {
         tx.commit().unwrap();
         wanted.sort_by(|a, b| b.wall_ns.cmp(&a.wall_ns).then_with(|| a.key.cmp(&b.key)));
         for from in [0, 50, CRITICAL_SORTED_AS_READ + 470] {
-            let page: Vec<CriticalEntry> = wanted.iter().skip(from).take(PAGE_ROWS).cloned().collect();
+            let page: Vec<CriticalEntry> =
+                wanted.iter().skip(from).take(PAGE_ROWS).cloned().collect();
             for count in [wanted.len(), 1] {
                 let rows = db
                     .critical_page(november, JobOrder::Cpu, count, (PAGE_ROWS, from))

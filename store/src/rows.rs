@@ -75,6 +75,8 @@ pub struct PeriodTotals {
 /// A traced job's analysis as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredAnalysis {
+    /// The job's user.
+    pub user: String,
     pub job_id: String,
     /// The job's application ([`JobRecord::application`]).
     pub app: String,
@@ -133,7 +135,8 @@ pub(crate) fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecor
 }
 
 /// The columns of `jobs` that hold a job's key and index, as [`FiledJob::from_row`] reads them.
-pub(crate) const INDEX_COLUMNS: &str = "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
+pub(crate) const INDEX_COLUMNS: &str =
+    "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
      ranks, start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
      work_sum_ns, traced, app";
 
@@ -344,7 +347,6 @@ pub enum Inserted {
     /// Another record of the same key and end was stored before: this one is rejected so.
     Collision(Rejected),
 }
-
 
 /// A job on the critical list, as `critical_jobs` keeps it (the rollups choose it and word its
 /// reasons).

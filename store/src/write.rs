@@ -254,8 +254,9 @@ impl WriteStore {
     /// as looked at.
     pub fn job_of_analysis(&self, received: &Received) -> Result<Option<FiledJob>> {
         let conn = &self.reader.conn;
-        let last: i64 =
-            conn.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |row| row.get(0))?;
+        let last: i64 = conn.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |row| {
+            row.get(0)
+        })?;
         let found = conn
             .query_row(
                 &format!(

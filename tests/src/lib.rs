@@ -440,12 +440,12 @@ template(name="mpistatTrusted" type="string" string="uid=%$!uid% pid=%$!pid% gid
             "expected at most one record, got {:#?}",
             decoded.records
         );
-        let torn: Vec<(&str, &[u32])> = decoded
+        let torn: Vec<(&str, Vec<u32>)> = decoded
             .problems
             .iter()
             .filter_map(|p| match p {
                 mpistat_record::wire::Problem::MissingParts { key, missing, .. } => {
-                    Some((key.as_str(), missing.0.as_slice()))
+                    Some((key.as_str(), missing.parts().collect()))
                 }
                 _ => None,
             })
@@ -1668,16 +1668,17 @@ impl AnalysisUsers {
     }
 
     /// The analyses stored in the service's database (`<lib>/mpistat.db`, where both tests put
-    /// it): key, user and summary of each.
+    /// it): key, user and summary of each, by key and user.
     pub fn stored_analyses(lib: &Path) -> Vec<(String, String, Option<String>)> {
-        let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
-        let mut stmt = db
-            .prepare("SELECT key, user, summary FROM analyses ORDER BY key, user")
-            .unwrap();
-        let rows = stmt
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-            .unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
+        let db = mpistat_store::ReadStore::open(&lib.join("mpistat.db")).unwrap();
+        let mut analyses: Vec<_> = db
+            .analyses_by_key()
+            .unwrap()
+            .into_iter()
+            .map(|(key, a)| (key, a.user, a.summary))
+            .collect();
+        analyses.sort();
+        analyses
     }
 }
 

@@ -73,13 +73,13 @@ pub mod source;
 pub mod trust;
 pub mod writer;
 
-use mpistat_store::{JobRow, Position, Received, Rejected, WriteStore};
-use mpistat_store::pool::OrderedPool;
 use crate::rollup::Rollups;
 use clock::LogClock;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
+use mpistat_store::pool::OrderedPool;
+use mpistat_store::{JobRow, Position, Received, Rejected, WriteStore};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
@@ -924,6 +924,12 @@ const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 /// `mpistat ingest`: one run (or one every [`FOLLOW_INTERVAL`] with `--follow`), then the report
 /// if asked. Fails when a file could not be read.
 pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::ExitCode> {
+    if args.files.is_empty() && args.report {
+        // Only the report: a reader, which a read-only database serves.
+        let (_, db) = crate::site::load(&args.db)?;
+        report::print(&db, &mut std::io::stdout().lock())?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     let (config, mut db) = crate::site::load_and_migrate(&args.db)?;
     let options = Options {
         batch_lines: args.batch_lines,

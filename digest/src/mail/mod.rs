@@ -13,9 +13,9 @@ pub mod text;
 pub mod week;
 
 use crate::cli::DigestArgs;
-use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
+use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use std::io::Write;
 use std::process::ExitCode;
 use week::IsoWeek;

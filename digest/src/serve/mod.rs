@@ -22,7 +22,6 @@ pub mod http;
 pub mod server;
 
 use crate::cli::ServeArgs;
-use mpistat_store::ReadStore;
 use crate::mail::content::TracedJob;
 use crate::mail::week::IsoWeek;
 use crate::private::Group;
@@ -33,6 +32,7 @@ use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
 use mpistat_site::SiteConfig;
+use mpistat_store::ReadStore;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};

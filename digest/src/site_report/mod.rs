@@ -11,13 +11,13 @@ pub mod summary;
 pub mod svg;
 
 use crate::cli::SiteReportArgs;
-use mpistat_store::ReadStore;
 use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::week::IsoWeek;
 use crate::private::{self, Group};
 use anyhow::Context;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
+use mpistat_store::ReadStore;
 use pages::{user_slug, Listing, Place, StaticJobs};
 use period::Period;
 use std::collections::BTreeMap;
@@ -126,9 +126,7 @@ pub fn write_site(
             std::thread::scope(|scope| {
                 let workers: Vec<_> = digests
                     .chunks(digests.len().div_ceil(threads).max(1))
-                    .map(|chunk| {
-                        scope.spawn(move || user_pages(&ReadStore::open(path)?, chunk))
-                    })
+                    .map(|chunk| scope.spawn(move || user_pages(&ReadStore::open(path)?, chunk)))
                     .collect();
                 workers.into_iter().try_for_each(|w| {
                     w.join()

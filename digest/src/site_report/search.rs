@@ -5,10 +5,10 @@
 
 use super::pages::PAGE_ROWS;
 use super::period::Period;
-use mpistat_store::ReadStore;
 use crate::mail::content::Totals;
 use crate::rollup;
 use mpistat_record::JobRecord;
+use mpistat_store::ReadStore;
 
 /// Applications listed (each with its jobs of the interval).
 const APPLICATIONS: usize = 20;

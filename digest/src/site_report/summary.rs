@@ -7,13 +7,13 @@
 
 use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use super::period::Period;
-use mpistat_store::{JobOrder, PeriodTotals, ReadStore};
 use crate::mail::content::{
     percent, RoutineRow, RoutineSums, Totals, UserDigest, UserWeek, Week, INSTRUCTIONS,
 };
 use crate::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::{JobOrder, PeriodTotals, ReadStore};
 use std::collections::BTreeMap;
 
 /// How many intervals before this one the trend shows.
