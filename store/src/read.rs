@@ -75,6 +75,9 @@ impl ReadStore {
             _ => (conn, None),
         };
         let found = schema_version(&conn).map_err(opened)?;
+        // After the first read: setting it reads the schema, which needs the `-shm`.
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
+            .map_err(opened)?;
         let known = MIGRATIONS.len();
         if found > known {
             return Err(Error::NewerSchema { found, known });
@@ -593,7 +596,6 @@ fn read_only(path: &Path, snapshot: bool) -> rusqlite::Result<Connection> {
     };
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.pragma_update(None, "query_only", true)?;
-    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     Ok(conn)
 }
 
