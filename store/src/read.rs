@@ -631,6 +631,19 @@ fn uri_path(path: &Path) -> String {
 }
 
 #[cfg(test)]
+impl ReadStore {
+    /// The steps of SQLite's plan for `sql` (its `detail` column).
+    pub(crate) fn query_plan(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<String> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .unwrap();
+        let rows = stmt.query_map(params, |row| row.get(3)).unwrap();
+        rows.collect::<Result<_, _>>().unwrap()
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -725,18 +738,5 @@ mod tests {
     #[test]
     fn paths_become_uri_paths() {
         assert_eq!(uri_path(Path::new("/a b/c?d#e%f")), "/a%20b/c%3Fd%23e%25f");
-    }
-}
-
-#[cfg(test)]
-impl ReadStore {
-    /// The steps of SQLite's plan for `sql` (its `detail` column).
-    pub(crate) fn query_plan(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<String> {
-        let mut stmt = self
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-            .unwrap();
-        let rows = stmt.query_map(params, |row| row.get(3)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
     }
 }

@@ -406,7 +406,7 @@ fn records_that_never_complete_keep_ingest_small() {
             mb(peak)
         );
         assert_eq!(
-            rejected as usize, total,
+            rejected, total,
             "one row a line (corrupt) or record (incomplete)"
         );
         peaks.push(peak);
