@@ -559,36 +559,25 @@ impl WriteTx<'_> {
         Ok(())
     }
 
-    /// Create or update the position row of a file; returns its id.
+    /// Create or update the position row of a file (a new one when its id is 0); returns its
+    /// id.
     pub fn save_position(&self, position: &Position, path: &str) -> Result<i64> {
-        if position.id > 0 {
-            self.tx.execute(
-                "UPDATE positions SET head_len = ?2, head_crc = ?3, offset = ?4, path = ?5,
-                     stat = ?6
-                 WHERE id = ?1",
-                params![
-                    position.id,
-                    position.head_len,
-                    position.head_crc,
-                    position.offset,
-                    path,
-                    position.stat
-                ],
-            )?;
-            Ok(position.id)
-        } else {
-            self.tx.execute(
-                "INSERT INTO positions (head_len, head_crc, offset, path, stat)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![
-                    position.head_len,
-                    position.head_crc,
-                    position.offset,
-                    path,
-                    position.stat
-                ],
-            )?;
-            Ok(self.tx.last_insert_rowid())
-        }
+        let id = (position.id > 0).then_some(position.id);
+        self.tx.execute(
+            "INSERT INTO positions (id, head_len, head_crc, offset, path, stat)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (id) DO UPDATE SET head_len = excluded.head_len,
+                 head_crc = excluded.head_crc, offset = excluded.offset, path = excluded.path,
+                 stat = excluded.stat",
+            params![
+                id,
+                position.head_len,
+                position.head_crc,
+                position.offset,
+                path,
+                position.stat
+            ],
+        )?;
+        Ok(id.unwrap_or_else(|| self.tx.last_insert_rowid()))
     }
 }
