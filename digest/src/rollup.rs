@@ -9,7 +9,10 @@
 //! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
 //! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
 //! before them), or whose critical jobs were chosen with other `[site_report]` thresholds, is
-//! rebuilt when a command opens it ([`ensure_built`]).
+//! rebuilt by the write side's explicit step (ingest's start, `mpistat db migrate`:
+//! [`ensure_built`]); readers read them as they are and say so ([`out_of_date`]). The tables
+//! and their statements are the store's (`mpistat_store::rollups`): it keeps the rows, this
+//! module makes and adds up the figures.
 //!
 //! Each row holds a [`DayRollup`] or a user's [`UserWeek`] as JSON (the user's [`Totals`]
 //! apart, with its job count and times as columns, so that the users list and the trend need
