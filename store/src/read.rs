@@ -108,15 +108,6 @@ impl ReadStore {
         Ok(())
     }
 
-    /// Another handle on the same database (for another thread), if it is a file (`None`: a
-    /// database in memory has only the one connection).
-    pub fn another(&self) -> Result<Option<ReadStore>> {
-        match self.conn.path().filter(|p| !p.is_empty()) {
-            Some(path) => ReadStore::open(Path::new(path)).map(Some),
-            None => Ok(None),
-        }
-    }
-
     /// The database's file (`None`: in memory).
     pub fn path(&self) -> Option<PathBuf> {
         self.conn

@@ -112,8 +112,9 @@ impl WriteStore {
         }
     }
 
-    /// A database in memory with the current schema (tests).
-    pub fn in_memory() -> Result<WriteStore> {
+    /// A database in memory with the current schema.
+    #[cfg(test)]
+    pub(crate) fn in_memory() -> Result<WriteStore> {
         WriteStore::open(Path::new(":memory:"))
     }
 
