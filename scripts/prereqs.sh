@@ -33,6 +33,9 @@ MPISTAT_APT_PACKAGES=(
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
     curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind postfix
     logrotate environment-modules
+    # OTF2 (crate mpistat-otf2): libotf2 and its headers to build against, otf2-print and
+    # Python's otf2 for the tests that read and write archives with the reference tools.
+    libopen-trace-format2-dev otf2-tools python3-otf2
 )
 
 # Packages whose daemons the tests run privately: installed here, their system services are

@@ -10,6 +10,7 @@ use crate::matching::{self, Matching};
 use crate::model::{Definitions, Rank, Ticks, Trace};
 use crate::patterns::Pattern;
 use crate::replay::{parallel_for_each_mut, parallel_map};
+use crate::source::{TraceDir, TraceSource};
 use crate::timeline::{self, RankTimeline};
 use crate::tracefile::{read_dir_ranks_with, DirContents};
 use serde::Serialize;
@@ -173,7 +174,15 @@ pub fn run_passes_on_dir(
     dir: &Path,
     finished: &mut dyn FnMut(&'static str),
 ) -> Result<(Passes, Vec<String>), AnalyzeDirError> {
-    let (defs, built, problems) = read_timelines(dir, |_| true)?;
+    run_passes_on(&TraceDir(dir.to_path_buf()), finished)
+}
+
+/// [`run_passes_on_dir`] for any [`TraceSource`] (an OTF2 archive, say).
+pub fn run_passes_on(
+    source: &dyn TraceSource,
+    finished: &mut dyn FnMut(&'static str),
+) -> Result<(Passes, Vec<String>), AnalyzeDirError> {
+    let (defs, built, problems) = source.read_timelines(&|_| true)?;
     finished("read + timeline");
     let passes = finish_passes(defs, built, finished)?;
     Ok((passes, problems))

@@ -21,7 +21,7 @@
 //! * collectives: every member's call goes to the instance's coordinator (a process chosen by
 //!   communicator and sequence number), which finds the late arrival and tells the members.
 
-use crate::analysis::{read_timelines, remap_callpaths};
+use crate::analysis::remap_callpaths;
 use crate::callpath::{CallNode, CallTree, CallpathId, Frame};
 use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::{latest_arrivals, local_window_starts, sorted_members, waits_of_rank};
@@ -30,6 +30,7 @@ use crate::hash::FastMap;
 use crate::matching::{problems, InstanceId, Participant};
 use crate::model::{CommId, Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
+use crate::source::{world_size, TraceDir, TraceSource};
 use crate::timeline::{RankTimeline, SyncKind};
 use serde::Serialize;
 use std::ops::Range;
@@ -236,13 +237,24 @@ pub fn forward_on_dir(
     dir: &Path,
     exchange: &impl Exchange,
 ) -> Result<(LocalForward, Vec<String>), AnalyzeDirError> {
+    forward_on(&TraceDir(dir.to_path_buf()), exchange)
+}
+
+/// [`forward_on_dir`] for any [`TraceSource`] (an OTF2 archive, say).
+pub fn forward_on(
+    source: &dyn TraceSource,
+    exchange: &impl Exchange,
+) -> Result<(LocalForward, Vec<String>), AnalyzeDirError> {
     let processes = exchange.processes();
     let process = exchange.process();
     // The world size comes with the definitions; read them before choosing the block.
-    let read = read_timelines(dir, |_| false).and_then(|(defs, _, _)| {
-        let ranks = defs.communicators.first().map_or(0, |c| c.members.len()) as u32;
-        let blocks = Blocks { ranks, processes };
-        let (defs, built, problems) = read_timelines(dir, |r| blocks.range(process).contains(&r))?;
+    let read = source.read_timelines(&|_| false).and_then(|(defs, _, _)| {
+        let blocks = Blocks {
+            ranks: world_size(&defs),
+            processes,
+        };
+        let in_block = |r: Rank| blocks.range(process).contains(&r);
+        let (defs, built, problems) = source.read_timelines(&in_block)?;
         let built = built
             .into_iter()
             .flatten()

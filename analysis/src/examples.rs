@@ -2,6 +2,7 @@
 //! one-process and the distributed analysis: the worked examples of the papers and generated
 //! traces.
 
+use crate::analysis::Analysis;
 use crate::builder::{ExecutionBuilder, WORLD};
 use crate::model::{CommId, Rank, RegionId, Ticks, Trace};
 
@@ -213,4 +214,20 @@ pub fn mixed(ranks: Rank, steps: usize, seed: u64) -> Trace {
         }
     }
     b.finish()
+}
+
+/// The id of the call path labelled `label` (`"f"`, `"MPI_Recv (R3)"`) in `analysis`; panics
+/// when there is none. For the tests that check the examples' documented numbers.
+#[track_caller]
+pub fn callpath_id(analysis: &Analysis, label: &str) -> u32 {
+    analysis
+        .callpath(label)
+        .unwrap_or_else(|| panic!("no call path {label}"))
+        .id
+}
+
+/// `actual` is the documented `expected` (up to rounding, 1e-9).
+#[track_caller]
+pub fn assert_close(actual: f64, expected: f64) {
+    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
 }

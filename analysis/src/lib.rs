@@ -17,6 +17,9 @@
 //! checks it against the memory a process has (the node's or its cgroup's), so that a trace too
 //! big fails clearly, saying how many processes would do, before anything is read.
 //!
+//! [`source`] is what the passes read a trace through: an mpistat trace directory or, through
+//! crate `mpistat-otf2`, an OTF2 archive.
+//!
 //! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
 //! causally consistent executions for tests and benchmarks, and [`examples`] the executions they
 //! share.
@@ -37,6 +40,7 @@ pub mod memory;
 pub mod model;
 pub mod patterns;
 pub mod replay;
+pub mod source;
 pub mod timeline;
 pub mod tracefile;
 pub mod unify;

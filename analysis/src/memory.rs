@@ -10,6 +10,7 @@
 
 use crate::distributed::Blocks;
 use crate::error::MemoryError;
+use crate::source::TraceSource;
 use crate::tracefile::{survey, Survey};
 use std::fmt;
 use std::path::Path;
@@ -186,16 +187,34 @@ impl fmt::Display for TooBig {
 /// (from its files' sizes, nothing is read). Every process of a distributed analysis comes to
 /// the same verdict from the same directory, without talking.
 pub fn check(dir: &Path, processes: usize, limit: u64) -> Result<Need, MemoryError> {
-    let survey = survey(dir)?;
-    let estimate = need(&survey, processes);
+    check_survey(dir, &survey(dir)?, processes, limit)
+}
+
+/// [`check`] for a trace of any format (see [`crate::source`]): from its [`Survey`].
+pub fn check_source(
+    source: &dyn TraceSource,
+    processes: usize,
+    limit: u64,
+) -> Result<Need, MemoryError> {
+    let survey = source.survey().map_err(MemoryError::Source)?;
+    check_survey(source.path(), &survey, processes, limit)
+}
+
+fn check_survey(
+    path: &Path,
+    survey: &Survey,
+    processes: usize,
+    limit: u64,
+) -> Result<Need, MemoryError> {
+    let estimate = need(survey, processes);
     if estimate.per_process <= limit {
         return Ok(estimate);
     }
     Err(MemoryError::TooBig(TooBig {
-        dir: dir.display().to_string(),
+        dir: path.display().to_string(),
         need: estimate,
         limit,
-        enough: processes_needed(&survey, processes + 1, limit),
+        enough: processes_needed(survey, processes + 1, limit),
     }))
 }
 

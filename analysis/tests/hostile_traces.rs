@@ -322,7 +322,7 @@ fn read_as_analyze(dir: &Path, tally: &mut Tally) {
     match outcome {
         Ok(Ok(_)) => tally.analysed += 1,
         Err(MemoryError::TooBig(_)) => tally.over_the_estimate += 1,
-        Ok(Err(_)) | Err(MemoryError::File(_)) => tally.refused += 1,
+        Ok(Err(_)) | Err(MemoryError::File(_) | MemoryError::Source(_)) => tally.refused += 1,
     }
 }
 

@@ -2,38 +2,27 @@
 
 use mpistat_analysis::analysis::run_passes;
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
-use mpistat_analysis::examples::{topc_figure_2, topc_figure_3};
+use mpistat_analysis::examples::{assert_close, callpath_id, topc_figure_2, topc_figure_3};
 use mpistat_analysis::{analyze, Analysis};
 
 const A: u32 = 0;
 const B: u32 = 1;
 const C: u32 = 2;
 
-fn close(actual: f64, expected: f64) {
-    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
-}
-
-fn id(analysis: &Analysis, label: &str) -> u32 {
-    analysis
-        .callpath(label)
-        .unwrap_or_else(|| panic!("no call path {label}"))
-        .id
-}
-
 #[test]
 fn figure_3_delay_costs_are_exact() {
     let analysis = analyze(&topc_figure_3().finish()).unwrap();
-    let (f, g) = (id(&analysis, "f"), id(&analysis, "g"));
-    let r3 = id(&analysis, "MPI_Recv (R3)");
-    close(analysis.cell(f, A).delay_short_term, 0.75);
-    close(analysis.cell(f, A).delay_long_term, 0.375);
-    close(analysis.cell(g, A).delay_short_term, 2.25);
-    close(analysis.cell(g, A).delay_long_term, 1.125);
-    close(analysis.cell(r3, B).delay_short_term, 0.5);
-    close(analysis.cell(r3, B).delay_long_term, 0.0);
+    let (f, g) = (callpath_id(&analysis, "f"), callpath_id(&analysis, "g"));
+    let r3 = callpath_id(&analysis, "MPI_Recv (R3)");
+    assert_close(analysis.cell(f, A).delay_short_term, 0.75);
+    assert_close(analysis.cell(f, A).delay_long_term, 0.375);
+    assert_close(analysis.cell(g, A).delay_short_term, 2.25);
+    assert_close(analysis.cell(g, A).delay_long_term, 1.125);
+    assert_close(analysis.cell(r3, B).delay_short_term, 0.5);
+    assert_close(analysis.cell(r3, B).delay_long_term, 0.0);
     let totals = analysis.totals();
-    close(analysis.total_waiting, 5.0);
-    close(totals.delay_short_term + totals.delay_long_term, 5.0);
+    assert_close(analysis.total_waiting, 5.0);
+    assert_close(totals.delay_short_term + totals.delay_long_term, 5.0);
 }
 
 #[test]
@@ -41,8 +30,8 @@ fn figure_3_propagating_wait_state_in_r3_has_long_term_cost_1_5() {
     let passes = run_passes(&topc_figure_3().finish()).unwrap();
     assert_eq!(passes.forward.waits[B as usize].len(), 1);
     assert_eq!(passes.forward.waits[B as usize][0].wait, 3);
-    close(passes.delays.splits[B as usize][0].long_term_cost, 1.5);
-    close(passes.delays.splits[C as usize][0].long_term_cost, 0.0);
+    assert_close(passes.delays.splits[B as usize][0].long_term_cost, 1.5);
+    assert_close(passes.delays.splits[C as usize][0].long_term_cost, 0.0);
 }
 
 #[test]
@@ -61,31 +50,31 @@ fn figure_3_critical_path_runs_a_then_b_then_c() {
 fn figure_2_classifies_wait_states() {
     let analysis = analyze(&topc_figure_2().finish()).unwrap();
     let (comp, r1, r2) = (
-        id(&analysis, "comp"),
-        id(&analysis, "MPI_Recv (R1)"),
-        id(&analysis, "MPI_Recv (R2)"),
+        callpath_id(&analysis, "comp"),
+        callpath_id(&analysis, "MPI_Recv (R1)"),
+        callpath_id(&analysis, "MPI_Recv (R2)"),
     );
     // B's wait in R1 is direct (caused by comp on A) and propagating (it delays C).
     let b = analysis.cell(r1, B);
-    close(b.total_waiting(), 2.0);
-    close(b.direct_waiting, 2.0);
-    close(b.indirect_waiting, 0.0);
-    close(b.propagating_waiting, 2.0);
-    close(b.terminal_waiting, 0.0);
+    assert_close(b.total_waiting(), 2.0);
+    assert_close(b.direct_waiting, 2.0);
+    assert_close(b.indirect_waiting, 0.0);
+    assert_close(b.propagating_waiting, 2.0);
+    assert_close(b.terminal_waiting, 0.0);
     // C's wait in R2 is terminal; it is indirect (propagated from R1) and partly direct
     // (the communication time of R1 on B).
     let c = analysis.cell(r2, C);
-    close(c.total_waiting(), 3.0);
-    close(c.indirect_waiting, 2.0);
-    close(c.direct_waiting, 1.0);
-    close(c.terminal_waiting, 3.0);
-    close(c.propagating_waiting, 0.0);
+    assert_close(c.total_waiting(), 3.0);
+    assert_close(c.indirect_waiting, 2.0);
+    assert_close(c.direct_waiting, 1.0);
+    assert_close(c.terminal_waiting, 3.0);
+    assert_close(c.propagating_waiting, 0.0);
     // comp on A: short-term costs = B's wait, long-term = C's indirect wait.
-    close(analysis.cell(comp, A).delay_short_term, 2.0);
-    close(analysis.cell(comp, A).delay_long_term, 2.0);
-    close(analysis.cell(r1, B).delay_short_term, 1.0);
+    assert_close(analysis.cell(comp, A).delay_short_term, 2.0);
+    assert_close(analysis.cell(comp, A).delay_long_term, 2.0);
+    assert_close(analysis.cell(r1, B).delay_short_term, 1.0);
     let totals = analysis.totals();
-    close(
+    assert_close(
         totals.delay_short_term + totals.delay_long_term,
         analysis.total_waiting,
     );
@@ -143,29 +132,29 @@ fn work_imbalance(analysis: &Analysis) -> (f64, f64) {
 #[test]
 fn section_4a_balanced_has_no_imbalance() {
     let (critical, profile) = work_imbalance(&scenario(Scenario::Balanced));
-    close(critical, 0.0);
-    close(profile, 0.0);
+    assert_close(critical, 0.0);
+    assert_close(profile, 0.0);
 }
 
 #[test]
 fn section_4a_static_imbalance_is_found_by_both() {
     let (critical, profile) = work_imbalance(&scenario(Scenario::Static));
-    close(critical, 25.0);
-    close(profile, 25.0);
+    assert_close(critical, 25.0);
+    assert_close(profile, 25.0);
 }
 
 #[test]
 fn section_4a_dynamic_imbalance_is_found_only_on_the_critical_path() {
     let (critical, profile) = work_imbalance(&scenario(Scenario::Dynamic));
-    close(critical, 25.0);
-    close(profile, 0.0);
+    assert_close(critical, 25.0);
+    assert_close(profile, 0.0);
 }
 
 #[test]
 fn section_4a_mixed_imbalance_profile_sees_half() {
     let (critical, profile) = work_imbalance(&scenario(Scenario::Mixed));
-    close(critical, 25.0);
-    close(profile, 12.5);
+    assert_close(critical, 25.0);
+    assert_close(profile, 12.5);
 }
 
 #[test]
@@ -173,7 +162,7 @@ fn section_4a_runtime_grows_by_a_quarter_and_costs_match_waiting() {
     let balanced = scenario(Scenario::Balanced);
     for s in [Scenario::Static, Scenario::Dynamic, Scenario::Mixed] {
         let analysis = scenario(s);
-        close(analysis.wall() as f64, 1.25 * balanced.wall() as f64);
+        assert_close(analysis.wall() as f64, 1.25 * balanced.wall() as f64);
         let totals = analysis.totals();
         assert!(
             (totals.delay_short_term + totals.delay_long_term - analysis.total_waiting).abs()
@@ -182,7 +171,7 @@ fn section_4a_runtime_grows_by_a_quarter_and_costs_match_waiting() {
         );
         // All waiting is blamed on work(), directly: barriers do not propagate here.
         let work = analysis.callpath("work").unwrap();
-        close(work.total.delay_short_term, analysis.total_waiting);
+        assert_close(work.total.delay_short_term, analysis.total_waiting);
     }
 }
 
@@ -202,18 +191,22 @@ fn mpmd_imbalance_costs_split_into_intra_and_inter_partition() {
     b.collective(WORLD, barrier, None, 0);
     let analysis = analyze(&b.finish()).unwrap();
     let b_total = analysis.callpath("B").unwrap().total;
-    close(b_total.critical, 8.0);
-    close(b_total.inter_partition_cost, 8.0);
-    close(b_total.intra_partition_cost, 2.0);
-    close(
-        analysis.cell(id(&analysis, "B"), 0).inter_partition_cost,
+    assert_close(b_total.critical, 8.0);
+    assert_close(b_total.inter_partition_cost, 8.0);
+    assert_close(b_total.intra_partition_cost, 2.0);
+    assert_close(
+        analysis
+            .cell(callpath_id(&analysis, "B"), 0)
+            .inter_partition_cost,
         4.0,
     );
-    close(
-        analysis.cell(id(&analysis, "B"), 2).intra_partition_cost,
+    assert_close(
+        analysis
+            .cell(callpath_id(&analysis, "B"), 2)
+            .intra_partition_cost,
         2.0,
     );
-    close(
+    assert_close(
         analysis.callpath("A").unwrap().total.inter_partition_cost,
         0.0,
     );

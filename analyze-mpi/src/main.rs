@@ -11,16 +11,23 @@
 //! job's allocation, as the job's user: the batch script's last step or a Slurm TaskEpilog)
 //! sends the summary to syslog as the user's record of the traced job, with digest's
 //! `send::send_outcome`, exactly as `mpistat analyze --send` does.
+//!
+//! The trace may be an OTF2 archive too (Score-P's), which every process reads its block of
+//! ranks of; `--otf2 OUT` writes an mpistat trace as an OTF2 archive, each process its own
+//! ranks (crate `mpistat-otf2`, docs/otf2.md).
 
 mod mpi;
 
 use clap::{Parser, ValueEnum};
-use mpistat_analysis::distributed::{forward_on_dir, gather_wait_states, Exchange};
+use mpistat_analysis::distributed::{forward_on, gather_wait_states, Exchange};
 use mpistat_analysis::distributed_replay::analyze;
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::memory;
 use mpistat_digest::analyze::{html, json, summary, symbolize, text};
+use mpistat_digest::perfetto::write_file_distributed;
 use mpistat_digest::send::{job_key_of, send_outcome};
+use mpistat_digest::trace_input;
+use mpistat_otf2::Otf2Error;
 use mpistat_site::SiteConfig;
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,8 +65,17 @@ struct Args {
     /// processes on the node). A trace whose estimated need is more fails before it is read.
     #[arg(long)]
     memory_limit: Option<u64>,
+    /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here (each
+    /// process its ranks' tracks, the same file as `mpistat analyze --perfetto` writes).
+    #[arg(long, conflicts_with = "send")]
+    perfetto: Option<PathBuf>,
+    /// Also write the trace as an OTF2 archive into this new directory (OUT/traces.otf2), each
+    /// process its own ranks, as `mpistat analyze --otf2` writes it.
+    #[arg(long, value_name = "OUT", conflicts_with = "send")]
+    otf2: Option<PathBuf>,
     /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
-    /// `rank-NNNNNN.mpt` per rank.
+    /// `rank-NNNNNN.mpt` per rank; or an OTF2 archive (Score-P's): its `traces.otf2` or the
+    /// directory holding it.
     trace_dir: PathBuf,
 }
 
@@ -117,11 +133,17 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
         .memory_limit
         .unwrap_or(config.escalation.analysis_memory_bytes);
     let limit = memory::limit(setting, world.node_size());
-    if let Err(error) = memory::check(dir, world.processes(), limit) {
+    if let Some(out) = &args.otf2 {
+        // Each process writes its own ranks, streamed: before the memory check, which is the
+        // analysis's.
+        trace_input::export(dir, out, Some(world))?;
+    }
+    let source = trace_input::open(dir).map_err(|e| alike(world, e))?;
+    if let Err(error) = memory::check_source(source.as_ref(), world.processes(), limit) {
         send(Err(error.to_string()))?;
         return Err(alike(world, error));
     }
-    let (mut local, problems) = match forward_on_dir(dir, world) {
+    let (mut local, problems) = match forward_on(source.as_ref(), world) {
         Ok(done) => done,
         Err(error) => {
             send(Err(format!("the analysis failed: {error}")))?;
@@ -143,9 +165,16 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
         args.format
     };
     let report = match format {
-        Format::WaitStates => gather_wait_states(&local, world)
-            .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
-            .transpose()?,
+        Format::WaitStates => {
+            let report = gather_wait_states(&local, world)
+                .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
+                .transpose()?;
+            if let Some(path) = &args.perfetto {
+                let analysis = analyze(&local, world)?;
+                write_file_distributed(path, &local, analysis.as_ref(), world)?;
+            }
+            report
+        }
         format => {
             let all_problems = gather_problems(&problems, world);
             let analysis = match analyze(&local, world) {
@@ -155,6 +184,9 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
                     return Err(error.into());
                 }
             };
+            if let Some(path) = &args.perfetto {
+                write_file_distributed(path, &local, analysis.as_ref(), world)?;
+            }
             match (analysis, all_problems) {
                 (Some(analysis), Some(problems)) => Some(match format {
                     Format::Json => json(&analysis)?,
@@ -194,6 +226,9 @@ fn main() -> ExitCode {
                 Some(AnalyzeDirError::Analysis(
                     AnalysisError::ElsewhereFailed { .. }
                 ))
+            ) || matches!(
+                error.downcast_ref::<Otf2Error>(),
+                Some(Otf2Error::ElsewhereFailed { .. })
             );
             if !elsewhere {
                 eprintln!("mpistat-analyze: {error:#}");

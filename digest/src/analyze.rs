@@ -5,11 +5,12 @@
 //! The report leads with the top root causes in plain language (call paths whose delays cost the
 //! most waiting time), then wait states by pattern and call path, the critical-path profile with
 //! its imbalance, imbalance costs, and a per-rank heat map of waiting time when the trace has a
-//! Cartesian topology. Rendering is pure (`text`, `html`, `perfetto`); `run` does the IO.
+//! Cartesian topology. Rendering is pure (`text`, `html`); `run` does the IO (the timeline:
+//! `perfetto.rs`).
 
 use crate::cli::{AnalyzeArgs, AnalyzeFormat};
 use crate::html::escape;
-use mpistat_analysis::analysis::{run_passes_on_dir, summarise, CallpathSummary, Passes};
+use mpistat_analysis::analysis::{run_passes_on, summarise, CallpathSummary};
 use mpistat_analysis::distributed::wait_states_of;
 use mpistat_analysis::memory;
 use mpistat_analysis::model::Definitions;
@@ -37,8 +38,13 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
             .escalation
             .analysis_memory_bytes
     });
-    memory::check(&args.trace_dir, 1, memory::limit(setting, 1))?;
-    let (mut passes, problems) = run_passes_on_dir(&args.trace_dir, &mut |_| {})?;
+    if let Some(out) = &args.otf2 {
+        // Streamed rank by rank: written even when the analysis is too big for this process.
+        crate::trace_input::export(&args.trace_dir, out, None)?;
+    }
+    let source = crate::trace_input::open(&args.trace_dir)?;
+    memory::check_source(source.as_ref(), 1, memory::limit(setting, 1))?;
+    let (mut passes, problems) = run_passes_on(source.as_ref(), &mut |_| {})?;
     symbolize(&mut passes.definitions, &args.trace_dir);
     for problem in &problems {
         writeln!(err, "{}: {problem}", args.trace_dir.display())?;
@@ -60,9 +66,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut impl Write, err: &mut impl Write) -> an
         )?,
     }
     if let Some(path) = &args.perfetto {
-        let json = perfetto(&passes, &analysis);
-        std::fs::write(path, serde_json::to_vec(&json)?)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        crate::perfetto::write_file(path, &passes, &analysis)?;
     }
     Ok(())
 }
@@ -478,40 +482,4 @@ pub fn html(analysis: &Analysis) -> String {
         escape(&text(analysis))
     );
     s
-}
-
-/// The timeline as Chrome/Perfetto trace JSON: one track per rank with call paths and wait
-/// states, and a "critical path" track (plus `critical` flags) marking the path.
-pub fn perfetto(passes: &Passes, analysis: &Analysis) -> serde_json::Value {
-    use serde_json::json;
-    let micros = |ticks: u64| ticks as f64 * 1e6 / analysis.ticks_per_second as f64;
-    let label = |id: u32| analysis.callpaths[id as usize].label.clone();
-    let mut events =
-        vec![json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "MPI job"}})];
-    let path_track = analysis.ranks;
-    events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": path_track, "args": {"name": "critical path"}}));
-    for (rank, timeline) in passes.timelines.iter().enumerate() {
-        events.push(json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": rank, "args": {"name": format!("rank {rank}")}}));
-        let mut start = timeline.start;
-        for piece in &timeline.pieces {
-            events.push(
-                json!({"ph": "X", "pid": 0, "tid": rank, "name": label(piece.callpath),
-                "ts": micros(start), "dur": micros(piece.end) - micros(start)}),
-            );
-            start = piece.end;
-        }
-        for wait in &passes.forward.waits[rank] {
-            let enter = timeline.ops[wait.op as usize].enter;
-            events.push(
-                json!({"ph": "X", "pid": 0, "tid": rank, "cat": "wait", "name": wait.pattern.name(),
-                "ts": micros(enter), "dur": micros(enter + wait.wait) - micros(enter),
-                "args": {"caused by rank": wait.cause.rank}}),
-            );
-        }
-    }
-    for segment in &analysis.critical_path {
-        events.push(json!({"ph": "X", "pid": 0, "tid": path_track, "cat": "critical", "name": format!("rank {}", segment.rank),
-            "ts": micros(segment.start), "dur": micros(segment.end) - micros(segment.start), "args": {"critical": true}}));
-    }
-    json!({"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"ranks": passes.timelines.len()}})
 }

@@ -184,6 +184,10 @@ pub struct AnalyzeArgs {
     /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here.
     #[arg(long, conflicts_with = "send")]
     pub perfetto: Option<PathBuf>,
+    /// Also write the trace as an OTF2 archive into this new directory (OUT/traces.otf2), for
+    /// Vampir, Scalasca, Score-P's tools and Python's otf2; times as the analysis uses them.
+    #[arg(long, value_name = "OUT", conflicts_with = "send")]
+    pub otf2: Option<PathBuf>,
     /// Send the summary to syslog as your record of the traced job (for its weekly mail and job
     /// page) instead of printing a report; the directory must be yours, as the profiler wrote
     /// it. Run by the profiler at the end of a traced job, or by a job script or TaskEpilog.
@@ -200,7 +204,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     pub memory_limit: Option<u64>,
     /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
-    /// `rank-NNNNNN.mpt` per rank.
+    /// `rank-NNNNNN.mpt` per rank; or an OTF2 archive (Score-P's): its `traces.otf2` or the
+    /// directory holding it.
     pub trace_dir: PathBuf,
 }
 

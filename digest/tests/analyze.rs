@@ -48,6 +48,7 @@ fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (Str
         memory_limit: None,
         format,
         perfetto,
+        otf2: None,
         trace_dir: dir.clone(),
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -101,6 +102,45 @@ fn perfetto_export_marks_the_critical_path() {
     assert_eq!(events.iter().filter(|e| e["cat"] == "wait").count(), 2);
 }
 
+/// `--otf2 OUT` writes the archive; `mpistat analyze OUT` reads it back: the same report, to
+/// the byte, in every format.
+#[test]
+fn an_exported_archive_analysed_again_gives_the_same_report() {
+    let dir = figure_3_dir("otf2");
+    let out = dir.with_extension("otf2");
+    let run_on = |trace_dir: PathBuf, format, otf2: Option<PathBuf>| {
+        let args = AnalyzeArgs {
+            send: false,
+            config: None,
+            memory_limit: None,
+            format,
+            perfetto: None,
+            otf2,
+            trace_dir,
+        };
+        let (mut report, mut err) = (Vec::new(), Vec::new());
+        run(&args, &mut report, &mut err).unwrap();
+        assert_eq!(String::from_utf8(err).unwrap(), "");
+        String::from_utf8(report).unwrap()
+    };
+    let text = run_on(dir.clone(), AnalyzeFormat::Text, Some(out.clone()));
+    assert!(out.join("traces.otf2").is_file());
+    assert_eq!(run_on(out.clone(), AnalyzeFormat::Text, None), text);
+    for format in [
+        AnalyzeFormat::Json,
+        AnalyzeFormat::WaitStates,
+        AnalyzeFormat::Summary,
+    ] {
+        assert_eq!(
+            run_on(out.clone(), format, None),
+            run_on(dir.clone(), format, None),
+            "{format:?}"
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    std::fs::remove_dir_all(out).unwrap();
+}
+
 #[test]
 fn a_missing_directory_is_a_clear_error() {
     let analyze = |dir: &std::path::Path| {
@@ -110,6 +150,7 @@ fn a_missing_directory_is_a_clear_error() {
             memory_limit: None,
             format: AnalyzeFormat::Text,
             perfetto: None,
+            otf2: None,
             trace_dir: dir.to_path_buf(),
         };
         run(&args, &mut Vec::new(), &mut Vec::new())
@@ -204,6 +245,7 @@ fn label_of_own_call_site(build_id: &str) -> String {
         memory_limit: None,
         format: AnalyzeFormat::Json,
         perfetto: None,
+        otf2: None,
         trace_dir: dir.clone(),
     };
     let mut out = Vec::new();

@@ -16,41 +16,15 @@ use mpistat_analysis::examples::{halo, mixed, topc_figure_2, topc_figure_3};
 use mpistat_analysis::model::Trace;
 use mpistat_analysis::tracefile::{rank_file_name, write_dir};
 use mpistat_e2e::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The formats both analyses print.
 const FORMATS: [&str; 3] = ["text", "json", "wait-states"];
 
-/// The MPI program for `mpi`; the tests never build it (`cargo build --release -p
-/// mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich`).
-fn analyze_mpi(mpi: Mpi) -> PathBuf {
-    let name = match mpi {
-        Mpi::OpenMpi => "mpistat-analyze",
-        Mpi::Mpich => "mpistat-analyze-mpich",
-    };
-    let path = library().with_file_name(name);
-    assert!(
-        path.is_file(),
-        "{} is missing: cargo build --release -p mpistat-analyze-mpi -p mpistat-analyze-mpi-mpich",
-        path.display()
-    );
-    path
-}
-
 /// `mpistat analyze --format FORMAT DIR`: its standard output.
 fn one_process(dir: &Path, format: &str) -> String {
-    let out = Command::new(mpistat_binary())
-        .args(["analyze", "--format", format])
-        .arg(dir)
-        .output()
-        .expect("run mpistat analyze");
-    assert!(
-        out.status.success(),
-        "mpistat analyze failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    mpistat_analyze(&[Path::new("--format"), Path::new(format), dir])
 }
 
 /// `mpirun -n PROCESSES mpistat-analyze --format FORMAT DIR` (under `mpi`).
@@ -189,6 +163,44 @@ for_each_mpi! {
     }
 }
 
+for_each_mpi! {
+    /// The timeline past one node (issue 37 §3): `mpistat-analyze --perfetto FILE`, each process
+    /// writing its ranks' tracks at their place, writes the file `mpistat analyze --perfetto`
+    /// writes, to the byte, at any number of processes (also more than ranks).
+    fn perfetto_timeline_in_parallel(mpi) {
+        let _serial = serial();
+        let dir = TempDir::new("parallel-perfetto");
+        let out = TempDir::new("parallel-perfetto-out");
+        write_dir(dir.path(), &mixed(6, 400, 3)).unwrap();
+        let one = out.path().join("one.json");
+        let status = Command::new(mpistat_binary())
+            .args(["analyze", "--format", "summary", "--perfetto"])
+            .arg(&one)
+            .arg(dir.path())
+            .output()
+            .unwrap()
+            .status;
+        assert!(status.success());
+        let expected = std::fs::read(&one).unwrap();
+        for (processes, format) in [(1, "text"), (2, "json"), (4, "wait-states"), (7, "text")] {
+            let file = out.path().join(format!("n{processes}.json"));
+            Job::new(analyze_mpi(mpi), processes)
+                .mpi(mpi)
+                .arg("--format")
+                .arg(format)
+                .arg("--perfetto")
+                .arg(file.display().to_string())
+                .arg(dir.path().display().to_string())
+                .bare()
+                .assert_success();
+            assert!(
+                std::fs::read(&file).unwrap() == expected,
+                "{processes} processes: the timelines differ"
+            );
+        }
+    }
+}
+
 /// A rank without a trace file is analysed as empty by its owner, as in one process.
 #[test]
 fn missing_rank_file() {
@@ -235,19 +247,7 @@ for_each_mpi! {
     fn real_traced_job_of_16_ranks(mpi) {
         let _serial = serial();
         let home = TempDir::new("parallel-home");
-        let syslogd = Syslogd::start();
-        let outcome = Job::new(program_for("delays.c", mpi), 16)
-            .mpi(mpi)
-            .env("HOME", home.path().display().to_string())
-            .env("MPISTAT_TRACE", "1")
-            .arg("20")
-            .arg("4")
-            .arg("2")
-            .arg("3")
-            .profiled(&syslogd.site_config());
-        outcome.assert_success();
-        let record = syslogd.single_record();
-        let info = record.trace.expect("the record says the job was traced");
+        let info = traced_delays_job(mpi, 16, &home);
         assert_eq!(info.ranks_written, 16);
         let (wait_states, report) = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
         assert_properties("real", &report, false);

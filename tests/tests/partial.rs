@@ -76,11 +76,8 @@ fn records_of_ranks_stopped_while_sending_them_arrive_whole(mpi) {
     for problem in &decoded.problems {
         match problem {
             mpistat_record::wire::Problem::MissingParts { missing, .. } => {
-                assert_eq!(
-                    missing.parts().collect::<Vec<_>>(),
-                    [0],
-                    "a record lost its payload: {problem}"
-                )
+                let missing: Vec<u32> = missing.parts().collect();
+                assert_eq!(missing, [0], "a record lost its payload: {problem}")
             }
             other => panic!("{other}"),
         }

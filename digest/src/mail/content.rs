@@ -1002,6 +1002,12 @@ pub const MODEL_DOES_NOT_FIT: &str = "The benchmark's latency and bandwidth make
      before its message is sent); its estimates are capped at the time measured.";
 
 /// "How to go further": one paragraph per level 3-6, title and text.
+/// What the level-6 section says after the traced jobs: their traces open in the tools of the
+/// field, too.
+pub const OTF2_EXPORT: &str = "To look at a trace in Vampir, Scalasca or other OTF2 tools: \
+    mpistat analyze --otf2 OUT DIR writes it as an OTF2 archive (OUT/traces.otf2), with the \
+    times the analysis used.";
+
 pub const FURTHER: [(&str, &str); 4] = [
     (
         "Level 3, one job in detail",
@@ -1025,7 +1031,8 @@ pub const FURTHER: [(&str, &str); 4] = [
          mpistat itself: MPISTAT_TRACE=1 mpirun ... (every rank records its MPI calls into \
          $HOME/.mpistat/traces/JOB), then mpistat analyze $HOME/.mpistat/traces/JOB shows where \
          the ranks waited, which code caused it and the critical path (--format html > \
-         report.html for a page, --perfetto trace.json for a timeline). Jobs that meet the \
+         report.html for a page, --perfetto trace.json for a timeline, --otf2 DIR for an OTF2 \
+         archive that Vampir, Scalasca and other OTF2 tools open). Jobs that meet the \
          site's rule are traced on their next run by themselves (escalation), and what their \
          traces show comes in this mail.",
     ),

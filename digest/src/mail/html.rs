@@ -187,6 +187,7 @@ fn level6(out: &mut String, d: &UserDigest) {
     for t in &d.traced {
         traced_job(out, t);
     }
+    let _ = writeln!(out, "<p>{}</p>", escape(super::content::OTF2_EXPORT));
 }
 
 /// What the analysis of one traced job found, and where the full report is (the mail's level

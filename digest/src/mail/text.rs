@@ -1,7 +1,7 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use super::content::{application_label, estimate, UserDigest, FURTHER, NOT_SPLIT};
+use super::content::{application_label, estimate, UserDigest, FURTHER, NOT_SPLIT, OTF2_EXPORT};
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 
@@ -205,6 +205,8 @@ pub fn render(d: &UserDigest) -> String {
             // Unwrapped: a path must stay in one piece to be copied.
             let _ = writeln!(out, "Full report: mpistat analyze {}", t.dir);
         }
+        let _ = writeln!(out);
+        out.push_str(&wrap(OTF2_EXPORT, ""));
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "How to go further");

@@ -1,0 +1,36 @@
+//! What `mpistat analyze` and `mpistat-analyze` read and write besides mpistat's own trace
+//! directories: an OTF2 archive as the trace to analyse (Score-P's traces, or mpistat's own
+//! exported), and the export of a trace directory as an OTF2 archive (`--otf2 OUT`), both
+//! through crate `mpistat-otf2` (docs/otf2.md).
+
+use crate::analyze::symbolize;
+use mpistat_analysis::distributed::Exchange;
+use mpistat_analysis::source::{TraceDir, TraceSource};
+use mpistat_otf2::{export_dir, export_dir_distributed, find_anchor, Exported, Otf2Archive};
+use std::path::Path;
+
+/// The trace at `path`: an OTF2 archive (its anchor file `*.otf2`, or a directory holding one,
+/// as Score-P's experiment directories do), else an mpistat trace directory.
+pub fn open(path: &Path) -> anyhow::Result<Box<dyn TraceSource>> {
+    Ok(match find_anchor(path) {
+        Some(_) => Box::new(Otf2Archive::open(path)?),
+        None => Box::new(TraceDir(path.to_path_buf())),
+    })
+}
+
+/// Writes the mpistat trace in `dir` as an OTF2 archive in the new directory `out`, with call
+/// sites as source lines (as the reports show them); `exchange`: the processes of
+/// `mpistat-analyze`, which write it together.
+pub fn export(dir: &Path, out: &Path, exchange: Option<&dyn Exchange>) -> anyhow::Result<Exported> {
+    if find_anchor(dir).is_some() {
+        anyhow::bail!(
+            "{}: already an OTF2 archive; --otf2 exports mpistat's own trace directories",
+            dir.display()
+        );
+    }
+    let mut prepare = |definitions: &mut _| symbolize(definitions, dir);
+    Ok(match exchange {
+        None => export_dir(dir, out, &mut prepare)?,
+        Some(exchange) => export_dir_distributed(dir, out, &mut prepare, exchange)?,
+    })
+}
