@@ -3,7 +3,8 @@
 //! (`st-reader`), who may read it but write neither it nor its directory, runs every report
 //! (`digest`, `site-report`, `ingest --report`) and `serve`, whose every page is asked for. All
 //! succeed; the database's bytes, mode and directory are as they were (no `-wal` or `-shm`
-//! made), and an upgrade is refused to a reader.
+//! made). A job the writer stores later is served (the reader opens the database again), and
+//! an upgrade is refused to a reader.
 
 #[path = "../../digest/tests/common/mod.rs"]
 mod synthetic;
@@ -149,8 +150,6 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
         assert_eq!(status, "200", "{page}");
         assert!(size > 500, "{page}: {size} bytes");
     }
-    serve.kill().unwrap();
-    let _ = serve.wait();
 
     // Nothing written.
     assert!(std::fs::read(&db).unwrap() == bytes, "the database changed");
@@ -159,6 +158,19 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
         std::fs::metadata(&db).unwrap().permissions().mode() & 0o777,
         0o444
     );
+
+    // The writer (root) comes back with one more job: serve, which read the database as a
+    // snapshot (it could not make a -shm), opens it again and shows the new job.
+    let new_job = synthetic::week_of_jobs(41).remove(40);
+    let more = d.join("more.log");
+    synthetic::append_log(&more, std::slice::from_ref(&new_job));
+    let ingested = mpistat(&["ingest", more.to_str().unwrap()], &config);
+    assert!(ingested.status.success(), "{ingested:?}");
+    set_mode(&db, 0o444);
+    let page = format!("jobs/{}.html", new_job.key());
+    assert_eq!(get_as(&reader, &socket, &page).0, "200", "{page}");
+    serve.kill().unwrap();
+    let _ = serve.wait();
 
     // A reader does not upgrade: a database of an older schema is refused, and left as it was.
     set_mode(&db_dir, 0o755);
