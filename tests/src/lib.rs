@@ -19,6 +19,7 @@
 
 pub mod certs;
 pub mod machine;
+pub mod postgres;
 pub mod relay;
 pub mod rsyslog;
 pub mod slurm;

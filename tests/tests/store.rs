@@ -188,3 +188,40 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
     assert!(std::fs::read(&db).unwrap() == bytes, "the database changed");
     set_mode(&db_dir, 0o755);
 }
+
+/// The PostgreSQL server the backend's tests are to run (issue 35 §2), started by the test as a
+/// user made with `useradd` on a Unix socket of its own: a role that may only read reads, and
+/// cannot write.
+#[test]
+fn the_tests_run_a_postgresql_server_of_their_own() {
+    let Some(owner) = User::ensure("st-postgres") else {
+        eprintln!("SKIPPED: needs root to make users");
+        return;
+    };
+    let reader = User::ensure("st-reader").unwrap();
+    let server = postgres::PostgresServer::start(&owner)
+        .expect("postgresql-15 is not installed (scripts/prereqs.sh installs it)");
+    server.psql("postgres", "CREATE DATABASE mpistat");
+    server.psql(
+        "mpistat",
+        "CREATE TABLE jobs (key text PRIMARY KEY); INSERT INTO jobs VALUES ('a');
+         CREATE ROLE \"st-reader\" LOGIN; GRANT SELECT ON ALL TABLES IN SCHEMA public TO \"st-reader\"",
+    );
+    let as_reader = |sql: &str| {
+        reader
+            .command("psql")
+            .arg(server.url("st-reader", "mpistat"))
+            .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .unwrap()
+    };
+    let read = as_reader("SELECT key FROM jobs");
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "a\n", "{read:?}");
+    let write = as_reader("INSERT INTO jobs VALUES ('b')");
+    assert!(
+        !write.status.success()
+            && String::from_utf8_lossy(&write.stderr).contains("permission denied"),
+        "{write:?}"
+    );
+    assert_eq!(server.psql("mpistat", "SELECT count(*) FROM jobs"), "1\n");
+}
