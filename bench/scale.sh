@@ -8,10 +8,16 @@
 # mail files for all users (time, peak RSS). Prints a table; asserts nothing. Each part's
 # ingest is printed as it ends (jobs stored before it, seconds, jobs/s, peak RSS, database
 # size: throughput over the database's growth); the next part is generated meanwhile.
+# Also times `GET /metrics` (issue 39): cold (as the pages), the first scrape after a restart
+# (every name of the week added up, page cache warm) and warm (p50/p95: the names kept), its
+# size and series. Its windows end at the current hour: the generated month's jobs are in them
+# while the machine's clock is in November 2026 (the line says how many jobs the week had).
 # Usage: bench/scale.sh [N [U]] | bench/scale.sh --small (CI: 3,000 jobs, seconds)
 # MPISTAT_SCALE_BIN=DIR: run DIR/mpistat and DIR/gen_records instead of building them (a long
 # run that goes on while the worktree is rebuilt); MPISTAT_SCALE_INGEST_ONLY=1: stop after the
-# ingest of all but the last part.
+# ingest of all but the last part; MPISTAT_SCALE_METRICS_ONLY=1: ingest every part, then time
+# /metrics only; MPISTAT_SCALE_JOBS=FIRST..END (with it): ingest only the month's jobs FIRST..END
+# (jobs end in the order of their number: the windows' jobs of a month of N, in less time).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/prereqs.sh
@@ -78,8 +84,14 @@ start=$(date +%s.%N)
 ingest_seconds=0
 ingest_peak=0
 last=$(( records > part ? (records - 1) / part * part : records * 9 / 10 ))
-generate 0 "$((part < last ? part : last))" "$work/part0.log"
-for ((first = 0; first < last; first += part)); do
+from=0
+if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
+    last=$records
+    jobs=${MPISTAT_SCALE_JOBS:-0..$records}
+    from=${jobs%..*} last=${jobs#*..}
+fi
+generate "$from" "$((from + part < last ? from + part : last))" "$work/part$from.log"
+for ((first = from; first < last; first += part)); do
     end=$((first + part < last ? first + part : last))
     next=
     if ((end < last)); then
@@ -91,11 +103,11 @@ for ((first = 0; first < last; first += part)); do
     ingest_seconds=$(echo "$ingest_seconds + $s" | bc)
     ((m > ingest_peak)) && ingest_peak=$m
     printf 'ingest part: %9d jobs stored before, %7d jobs in %7.1f s: %6.0f jobs/s, peak RSS %5d MiB, database %s, load %s\n' \
-        "$first" "$((end - first))" "$s" "$(echo "($end - $first) / $s" | bc -l)" "$m" \
+        "$((first - from))" "$((end - first))" "$s" "$(echo "($end - $first) / $s" | bc -l)" "$m" \
         "$(du -h "$work/mpistat.db" | cut -f1)" "$(cut -d' ' -f1 /proc/loadavg)"
     [[ -z $next ]] || wait "$next"
 done
-echo "input: $records jobs of $users users in 2026-11; ingest (all but the last part, incl. rollups): ${ingest_seconds} s ($(echo "$last / $ingest_seconds" | bc) jobs/s), peak RSS ${ingest_peak} MiB; database $(du -h "$work/mpistat.db" | cut -f1)"
+echo "input: $records jobs of $users users in 2026-11; ingest (all but the last part, incl. rollups): ${ingest_seconds} s ($(echo "($last - $from) / $ingest_seconds" | bc) jobs/s), peak RSS ${ingest_peak} MiB; database $(du -h "$work/mpistat.db" | cut -f1)"
 [[ -z ${MPISTAT_SCALE_INGEST_ONLY:-} ]] || exit 0
 
 start_server() {
@@ -115,6 +127,37 @@ get() { # get PATH: prints "seconds bytes status"
 percentile() { # percentile P < numbers
     sort -n | awk -v p="$1" '{v[NR] = $1} END {i = int((NR - 1) * p / 100) + 1; print v[i]}'
 }
+stop_server() {
+    kill "$server"
+    wait "$server" 2>/dev/null || true
+    server=
+}
+metrics_line() { # /metrics: cold, first scrape of an hour, warm p50/p95, size, series
+    start_server
+    sync
+    if [[ -w /proc/sys/vm/drop_caches ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
+    read -r cold size status < <(get metrics)
+    stop_server
+    start_server
+    read -r first _ _ < <(get metrics)
+    for _ in $(seq "$repeats"); do get metrics; done > "$work/warm"
+    curl -s -H 'REMOTE_USER: admin' "http://127.0.0.1:$port/metrics" > "$work/metrics.txt"
+    stop_server
+    local week series
+    week=$(sed -n 's/^mpistat_jobs{window="7d"} //p' "$work/metrics.txt")
+    series=$(grep -vc '^#' "$work/metrics.txt")
+    [[ $status == 200 ]] || size="HTTP $status"
+    printf '/metrics (%s jobs in the 7d window, %s series): cold %.3f s, first after a restart %.3f s, warm p50 %.4f s, p95 %.4f s, %s bytes\n' \
+        "$week" "$series" "$cold" "$first" "$(cut -d' ' -f1 < "$work/warm" | percentile 50)" \
+        "$(cut -d' ' -f1 < "$work/warm" | percentile 95)" "$size"
+    printf 'hour rollups: %s\n' "$(sqlite3 "$work/mpistat.db" "SELECT count(*) || ' rows of rollup_hour_groups, ' ||
+        (SELECT sum(pgsize) / 1048576 FROM dbstat WHERE name IN ('rollup_hours', 'rollup_hour_groups'))
+        || ' MiB with rollup_hours' FROM rollup_hour_groups")"
+}
+if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
+    metrics_line
+    exit 0
+fi
 month='period=2026-11'
 # A job as the live pages link it (with its end time), and as an old link without it.
 job=$(sqlite3 "$work/mpistat.db" "SELECT key || '.html?end=' || end_ms FROM jobs LIMIT 1 OFFSET 12345 % (SELECT count(*) FROM jobs)")
@@ -123,7 +166,7 @@ pages=(
     "critical.html?$month&sort=end&from=1000" "users.html?$month" "users.html?$month&sort=mpi&from=100"
     "users/user7.html?$month" "users/user7.html?$month&sort=cpu&from=100" "users/user$((users / 2)).html?$month"
     "search.html?$month&q=user1" "search.html?$month&q=1234" "jobs/$job" "jobs/${job%%\?*}"
-    "index.html?period=2026-W47" "users.html?period=2026-11-02..2026-11-08"
+    "index.html?period=2026-W47" "users.html?period=2026-11-02..2026-11-08" "metrics"
 )
 printf '\n%-48s %8s %8s %8s %10s\n' "serve (admin), month of $records jobs" "cold s" "p50 s" "p95 s" "size"
 for page in "${pages[@]}"; do
@@ -141,6 +184,7 @@ for page in "${pages[@]}"; do
     [[ $status == 200 && $bad == 0 ]] || size="HTTP $status"
     printf '%-48s %8.3f %8.3f %8.3f %10s\n' "${page:0:48}" "$cold" "$p50" "$p95" "$size"
 done
+metrics_line
 
 # 50 concurrent requests (of all pages, in rounds) while the last part is ingested.
 start_server

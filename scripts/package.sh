@@ -7,7 +7,8 @@
 #                    directory, the modulefile, Slurm's TaskProlog/TaskEpilog, MPICH's link
 #                    profile, mpistat-analyze and mpistat-analyze-mpich
 #   mpistat-loghost  where the database is kept: the systemd units, the `mpistat` system user and
-#                    its state directory, the logrotate rule for the records file
+#                    its state directory, the logrotate rule for the records file, the Grafana
+#                    dashboard of serve's /metrics (docs/metrics.md)
 #
 # Usage: scripts/package.sh [--no-build]
 #   --no-build   package what target/release holds (the package test: it must not race a build)
@@ -158,6 +159,10 @@ for f in systemd/*.service.d/*.conf; do
     put "$f" "$t/usr/share/mpistat/systemd/${f#systemd/}" 0644
 done
 put packaging/mpistat-loghost/logrotate "$t/etc/logrotate.d/mpistat" 0644
+# For the site's Grafana to import or provision (docs/metrics.md), not active.
+for f in etc/grafana/*.json; do
+    put "$f" "$t/usr/share/mpistat/grafana/$(basename "$f")" 0644
+done
 make_deb mpistat-loghost ""
 
 rm -rf "$stage"

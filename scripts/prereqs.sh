@@ -27,24 +27,28 @@
 # logrotate and environment-modules (what the packages of scripts/package.sh depend on and the
 # package test, tests/tests/package.rs, runs: `logrotate -f` with the installed rule, and
 # `module load mpistat` with the installed modulefile; adduser and dpkg are in every Debian).
+# prometheus (2.42: the metrics test, tests/tests/metrics.rs, starts a private Prometheus that
+# scrapes `mpistat serve`'s /metrics and asks it PromQL; `promtool check metrics` validates the
+# exposition; its system service stays stopped and disabled).
 MPISTAT_APT_PACKAGES=(
     openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran rsyslog rsyslog-relp openssl hpcc
     libclang-dev clang pkg-config python3 procps
     gcc make python3-aiosmtpd chromium chromium-driver fonts-dejavu-core time binutils
     curl python3-mpi4py slurmctld slurmd slurm-client munge valgrind postfix
-    logrotate environment-modules
+    logrotate environment-modules prometheus
     # OTF2 (crate mpistat-otf2): libotf2 and its headers to build against, otf2-print and
     # Python's otf2 for the tests that read and write archives with the reference tools.
     libopen-trace-format2-dev otf2-tools python3-otf2
     # PostgreSQL 15 (issue 35: the store's second backend): the tests run their own server
-    # (initdb and pg_ctl as an unprivileged user on a Unix socket, tests/src/postgres.rs) and
+    # (initdb and pg_ctl as an unprivileged user on a Unix socket, tests/src/postgresql.rs) and
     # psql; the system's own service is left stopped and disabled.
     postgresql
 )
 
 # Packages whose daemons the tests run privately: installed here, their system services are
-# disabled (and stopped) so that nothing of Slurm runs or starts at boot on a test machine.
-MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd postgresql)
+# disabled (and stopped) so that nothing of Slurm, Prometheus or PostgreSQL runs or starts at
+# boot on a test machine.
+MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd prometheus postgresql)
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
 
@@ -139,14 +143,16 @@ mpistat_keep_open_mpi_default() {
 
 # Of the packages "$@" just installed, those in MPISTAT_QUIET_SERVICES enabled their units for
 # the next boot: disable them, and stop any that runs (policy-rc.d may not have been ours to
-# place). Without systemd running (containers, CI images) there is nothing to do.
+# place). Without systemd running (containers, CI images) they are only disabled, as
+# `systemctl disable` works offline: nothing starts them at the next boot either.
 mpistat_quiet_services() {
-    [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null 2>&1 || return 0
-    local p s
+    command -v systemctl >/dev/null 2>&1 || return 0
+    local p s now=
+    [[ -d /run/systemd/system ]] && now=--now
     for p in "$@"; do
         for s in "${MPISTAT_QUIET_SERVICES[@]}"; do
             if [[ $p == "$s" ]]; then
-                mpistat_as_root systemctl disable --now "$s.service" >/dev/null 2>&1 || true
+                mpistat_as_root systemctl disable $now "$s.service" >/dev/null 2>&1 || true
             fi
         done
     done

@@ -159,7 +159,12 @@ fn rule_figures(rule: &EscalationConfig, job: &JobIndex) -> Option<(f64, f64, f6
 /// trace is analysed) or meets the rule. Judged on the index when ingest files the job, so that
 /// only these are queued (table `escalation_queue`) and looked at by [`after_ingest`].
 pub fn needs_a_look(rule: &EscalationConfig, job: &JobIndex) -> bool {
-    job.traced.is_some() || rule_figures(rule, job).is_some()
+    job.traced.is_some() || meets_rule(rule, job)
+}
+
+/// Whether a job meets the rule ([`rule_matches`] without saying why).
+pub fn meets_rule(rule: &EscalationConfig, job: &JobIndex) -> bool {
+    rule_figures(rule, job).is_some()
 }
 
 /// How long an analysis may wait for its job's record before it is rejected as an orphan.

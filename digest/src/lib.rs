@@ -4,7 +4,8 @@
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
 //! JSON (`json`). `ingest` stores records in the database (crate `mpistat-store`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
-//! with access control; `site` loads the site configuration for all of them, `html` escapes.
+//! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site
+//! configuration for all of them, `html` escapes.
 //! `analyze` reports the replay analysis of a trace directory (crate `mpistat-analysis`) or of
 //! an OTF2 archive (`trace_input`, which also exports traces as OTF2), and
 //! `send` sends its summary to syslog as the trace owner's record (`analyze --send`);
@@ -18,6 +19,7 @@ pub mod html;
 pub mod ingest;
 pub mod json;
 pub mod mail;
+pub mod metrics;
 pub mod perfetto;
 pub mod plot;
 pub mod private;

@@ -2,7 +2,9 @@
 //! `rollup_days`), per day and user (`rollup_users`), per calendar month and user (the totals
 //! alone: `rollup_user_months`, so that a month's users list, a user's page and the search add
 //! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
-//! the search by application), plus the critical jobs (`critical_jobs`), kept by ingest in the
+//! the search by application), per UTC hour (`rollup_hours`, site-wide, and
+//! `rollup_hour_groups`, per application, Slurm account and partition: the metrics' windows,
+//! [`crate::metrics`]), plus the critical jobs (`critical_jobs`), kept by ingest in the
 //! same transaction as the jobs (see
 //! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
@@ -34,7 +36,7 @@ use crate::site_report::summary::{
 };
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
-use mpistat_store::rollups::{Tables, UserRow};
+use mpistat_store::rollups::{GroupRow, HourRow, Tables, UserRow};
 use mpistat_store::{CriticalEntry, PeriodTotals, ReadStore, WriteStore, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::Entry;
@@ -42,6 +44,9 @@ use std::collections::BTreeMap;
 
 /// A day in milliseconds: rollups are per UTC day (`end_ms / DAY_MS`).
 pub const DAY_MS: u64 = 86_400_000;
+
+/// An hour in milliseconds: the metrics' rollups are per UTC hour (`end_ms / HOUR_MS`).
+pub use mpistat_store::rollups::HOUR_MS;
 
 /// Points of the imbalance scatter chart kept per day: the jobs with the most CPU time.
 pub const POINTS_PER_DAY: usize = 200;
@@ -233,6 +238,185 @@ impl DayRollup {
     }
 }
 
+/// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
+/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct HourSums {
+    pub jobs: u64,
+    /// CPU time (wall time summed over ranks) and MPI time, in nanoseconds.
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+    /// The jobs with critical-path imbalance figures ([`imbalance_percent`]): how many, their
+    /// imbalance percent × CPU time, and their CPU time.
+    pub imbalance_jobs: u64,
+    pub imbalance_weighted: f64,
+    pub imbalance_wall_ns: f64,
+    /// Jobs traced because the escalation rule put them on the escalation list.
+    pub escalated_traces: u64,
+}
+
+impl HourSums {
+    fn add(&mut self, job: &JobRecord) {
+        let wall = job.wall_ns.sum as f64;
+        self.jobs += 1;
+        self.wall_ns += wall;
+        self.mpi_ns += job.mpi_ns.sum as f64;
+        if let Some(imbalance) = imbalance_percent(job) {
+            self.imbalance_jobs += 1;
+            self.imbalance_weighted += imbalance * wall;
+            self.imbalance_wall_ns += wall;
+        }
+        let escalated = job.trace.as_ref().is_some_and(|t| t.reason == "escalation");
+        self.escalated_traces += u64::from(escalated);
+    }
+
+    pub fn merge(&mut self, other: &HourSums) {
+        self.jobs += other.jobs;
+        self.wall_ns += other.wall_ns;
+        self.mpi_ns += other.mpi_ns;
+        self.imbalance_jobs += other.imbalance_jobs;
+        self.imbalance_weighted += other.imbalance_weighted;
+        self.imbalance_wall_ns += other.imbalance_wall_ns;
+        self.escalated_traces += other.escalated_traces;
+    }
+}
+
+/// What the metrics name the biggest of, per hour ([`GroupSums`] in `rollup_hour_groups`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dimension {
+    /// [`JobRecord::application`]: an interpreter's script or module, else the executable.
+    Application,
+    /// The Slurm account and partition of a Slurm job.
+    Account,
+    Partition,
+}
+
+impl Dimension {
+    pub const ALL: [Dimension; 3] = [
+        Dimension::Application,
+        Dimension::Account,
+        Dimension::Partition,
+    ];
+
+    /// Its name, in the table and in the metrics' names and labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dimension::Application => "application",
+            Dimension::Account => "account",
+            Dimension::Partition => "partition",
+        }
+    }
+
+    /// What `job` is of this dimension, if it is of one (a job without Slurm facts has no
+    /// account or partition; an empty name is none).
+    fn of(self, job: &JobRecord) -> Option<&str> {
+        let slurm = job.slurm.as_ref();
+        match self {
+            Dimension::Application => Some(job.application()),
+            Dimension::Account => slurm.and_then(|s| s.account.as_deref()),
+            Dimension::Partition => slurm.and_then(|s| s.partition.as_deref()),
+        }
+        .filter(|name| !name.is_empty())
+    }
+}
+
+/// The jobs of one application, account or partition in an hour (or several, merged).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct GroupSums {
+    pub jobs: u64,
+    /// CPU time and MPI time, in nanoseconds.
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+}
+
+impl GroupSums {
+    fn add(&mut self, job: &JobRecord) {
+        self.jobs += 1;
+        self.wall_ns += job.wall_ns.sum as f64;
+        self.mpi_ns += job.mpi_ns.sum as f64;
+    }
+
+    pub fn merge(&mut self, other: &GroupSums) {
+        self.jobs += other.jobs;
+        self.wall_ns += other.wall_ns;
+        self.mpi_ns += other.mpi_ns;
+    }
+
+    /// Take `other`'s jobs out again (counted in these sums before).
+    pub fn remove(&mut self, other: &GroupSums) {
+        self.jobs = self.jobs.saturating_sub(other.jobs);
+        self.wall_ns -= other.wall_ns;
+        self.mpi_ns -= other.mpi_ns;
+    }
+}
+
+/// As the store keeps them.
+impl HourSums {
+    fn row(&self) -> HourRow {
+        let HourSums {
+            jobs,
+            wall_ns,
+            mpi_ns,
+            imbalance_jobs,
+            imbalance_weighted,
+            imbalance_wall_ns,
+            escalated_traces,
+        } = *self;
+        HourRow {
+            jobs,
+            wall_ns,
+            mpi_ns,
+            imbalance_jobs,
+            imbalance_weighted,
+            imbalance_wall_ns,
+            escalated_traces,
+        }
+    }
+}
+
+impl From<HourRow> for HourSums {
+    fn from(row: HourRow) -> HourSums {
+        let HourRow {
+            jobs,
+            wall_ns,
+            mpi_ns,
+            imbalance_jobs,
+            imbalance_weighted,
+            imbalance_wall_ns,
+            escalated_traces,
+        } = row;
+        HourSums {
+            jobs,
+            wall_ns,
+            mpi_ns,
+            imbalance_jobs,
+            imbalance_weighted,
+            imbalance_wall_ns,
+            escalated_traces,
+        }
+    }
+}
+
+impl GroupSums {
+    fn row(&self) -> GroupRow {
+        GroupRow {
+            jobs: self.jobs,
+            wall_ns: self.wall_ns,
+            mpi_ns: self.mpi_ns,
+        }
+    }
+}
+
+impl From<GroupRow> for GroupSums {
+    fn from(row: GroupRow) -> GroupSums {
+        GroupSums {
+            jobs: row.jobs,
+            wall_ns: row.wall_ns,
+            mpi_ns: row.mpi_ns,
+        }
+    }
+}
+
 /// Why `job` is critical under `thresholds` (empty: it is not).
 pub fn critical_reasons(job: &JobRecord, thresholds: &SiteReportConfig) -> Vec<String> {
     let mut reasons = Vec::new();
@@ -260,6 +444,9 @@ pub struct Rollups {
     /// Jobs per day and application.
     apps: BTreeMap<(u64, String), u64>,
     critical: Vec<CriticalEntry>,
+    hours: BTreeMap<u64, HourSums>,
+    /// Per hour, application, account and partition.
+    groups: BTreeMap<(Dimension, u64, String), GroupSums>,
 }
 
 impl Rollups {
@@ -270,6 +457,8 @@ impl Rollups {
             users: BTreeMap::new(),
             apps: BTreeMap::new(),
             critical: Vec::new(),
+            hours: BTreeMap::new(),
+            groups: BTreeMap::new(),
         }
     }
 
@@ -298,6 +487,16 @@ impl Rollups {
             .apps
             .entry((day, job.application().to_string()))
             .or_default() += 1;
+        let hour = job.end_unix_ms / HOUR_MS;
+        self.hours.entry(hour).or_default().add(job);
+        for dimension in Dimension::ALL {
+            if let Some(name) = dimension.of(job) {
+                self.groups
+                    .entry((dimension, hour, name.to_string()))
+                    .or_default()
+                    .add(job);
+            }
+        }
     }
 
     /// Add the rollups of other jobs (made with the same thresholds).
@@ -322,6 +521,12 @@ impl Rollups {
             *self.apps.entry(day_app).or_default() += jobs;
         }
         self.critical.extend(other.critical);
+        for (hour, new) in other.hours {
+            self.hours.entry(hour).or_default().merge(&new);
+        }
+        for (group, new) in other.groups {
+            self.groups.entry(group).or_default().merge(&new);
+        }
     }
 
     /// Whether they count no job.
@@ -387,6 +592,12 @@ impl Rollups {
         }
         for c in self.critical {
             tx.put_critical(tables, &c)?;
+        }
+        for (hour, h) in self.hours {
+            tx.add_rollup_hour(tables, hour, &h.row())?;
+        }
+        for ((dimension, hour, name), g) in self.groups {
+            tx.add_rollup_hour_group(tables, dimension.name(), hour, &name, &g.row())?;
         }
         Ok(())
     }
@@ -787,6 +998,34 @@ pub fn user_of_period(
 pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodTotals> {
     let spans = Spans::of(from_ms, to_ms);
     Ok(db.totals_of_spans(spans.days_before, spans.months, spans.days_after)?)
+}
+
+/// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
+pub fn hours_between(
+    db: &ReadStore,
+    from_hour: u64,
+    to_hour: u64,
+) -> anyhow::Result<Vec<(u64, HourSums)>> {
+    let rows = db.hours_between(from_hour, to_hour)?;
+    Ok(rows
+        .into_iter()
+        .map(|(hour, row)| (hour, row.into()))
+        .collect())
+}
+
+/// Call `f` with each stored sum of `dimension` in the hours `[from_hour, to_hour)`: its hour,
+/// name and sums.
+pub fn each_hour_group(
+    db: &ReadStore,
+    dimension: Dimension,
+    from_hour: u64,
+    to_hour: u64,
+    mut f: impl FnMut(u64, &str, GroupSums),
+) -> anyhow::Result<()> {
+    db.each_hour_group(dimension.name(), (from_hour, to_hour), |hour, name, row| {
+        f(hour, name, row.into())
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

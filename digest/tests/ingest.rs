@@ -505,14 +505,19 @@ fn a_schema_4_database_is_upgraded_keeping_its_jobs_ids_and_queue() {
         "PRAGMA user_version = 4; ATTACH '{}' AS current;",
         dir.join("current.sqlite").display()
     );
-    // (Schema 4 has the columns of `jobs` up to `traced`; a later one added `app`.)
+    // (Schema 4 has the columns of `jobs` up to `traced`; a later one added `app`, and
+    // `rejected_ms` to `rejected`.)
     let schema_4_jobs = "id, key, uid, user, job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, \
         mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, \
         work_sum_ns, traced";
     // (Schema 13 made a job's key its wire key and uid: schema 4 had the wire key alone.)
     let schema_4_jobs = schema_4_jobs.replace(" key,", " substr(key, 1, instr(key, '-') - 1),");
     for table in ["jobs", "rejected", "positions", "escalation_queue"] {
-        let columns = if table == "jobs" { &schema_4_jobs } else { "*" };
+        let columns = match table {
+            "jobs" => &schema_4_jobs,
+            "rejected" => "kind, ref, source, detail, line",
+            _ => "*",
+        };
         old(&format!(
             "{attach} INSERT INTO main.{table} SELECT {columns} FROM current.{table}"
         ));
@@ -638,7 +643,7 @@ fn a_schema_12_database_is_rekeyed_by_uid() {
             "partial_inbox",
             format!("end_ms, {wire}, half, uid, look, record, state, held_ms"),
         ),
-        ("rejected", "*".into()),
+        ("rejected", "kind, ref, source, detail, line".into()),
         ("positions", "*".into()),
         ("escalation_queue", "*".into()),
     ] {

@@ -18,9 +18,9 @@ pub const DEFAULT_PATH: &str = "/etc/mpistat/site.toml";
 /// 20 kB. A longer file is not a configuration (`MPISTAT_CONFIG=/var/log/huge.log`): refused.
 pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
 
-/// The most a setting that sizes what the profiler allocates, or how long it waits, may be:
-/// a larger value is clamped to it (a problem says so), so that no configuration, a user's
-/// `MPISTAT_CONFIG` included, makes a job abort on an allocation or hang on a wait.
+/// The most a setting that sizes what the profiler allocates, how long it waits, or what serve
+/// gives may be: a larger value is clamped to it (a problem says so), so that no configuration,
+/// a user's `MPISTAT_CONFIG` included, makes a job abort on an allocation or hang on a wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Most {
     /// The setting as messages name it.
@@ -48,6 +48,12 @@ pub const TRACE_BUDGET_BYTES: Most = Most {
 pub const SYSLOG_STALL_MS: Most = Most {
     setting: "[syslog] stall_ms",
     max: 10_000,
+};
+/// The applications, accounts and partitions `/metrics` names per window: the series a scrape
+/// gives Prometheus.
+pub const METRICS_TOP: Most = Most {
+    setting: "[serve] metrics_top",
+    max: 100,
 };
 
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -535,6 +541,10 @@ pub struct ServeConfig {
     /// Seconds a client has to send its request head, and to take the answer.
     pub request_timeout_s: u64,
     pub response_timeout_s: u64,
+    /// How many applications, Slurm accounts and partitions `/metrics` names in each window (the
+    /// ones with the most MPI time): at most [`METRICS_TOP`], bounding the series a scrape
+    /// gives Prometheus.
+    pub metrics_top: usize,
 }
 
 impl Default for ServeConfig {
@@ -553,6 +563,7 @@ impl Default for ServeConfig {
             max_connections_per_peer: 64,
             request_timeout_s: 10,
             response_timeout_s: 60,
+            metrics_top: 10,
         }
     }
 }
@@ -635,6 +646,7 @@ impl SiteConfig {
         self.trace.budget_bytes =
             at_most(self.trace.budget_bytes as u64, TRACE_BUDGET_BYTES) as usize;
         self.syslog.stall_ms = at_most(self.syslog.stall_ms, SYSLOG_STALL_MS);
+        self.serve.metrics_top = at_most(self.serve.metrics_top as u64, METRICS_TOP) as usize;
     }
 
     /// Read and parse the file at `path`; a missing or unreadable file gives the defaults. Only
@@ -804,13 +816,15 @@ mod tests {
     fn sizes_beyond_their_most_are_clamped_and_said() {
         let (c, p) = SiteConfig::parse(
             "[profiler]\nsuperstep_buffer_bytes = 1000000000000000\nenv_value_max = 5000\n\
-             [trace]\nbudget_bytes = 1000000000000000\n[syslog]\nstall_ms = 86400000",
+             [trace]\nbudget_bytes = 1000000000000000\n[syslog]\nstall_ms = 86400000\n\
+             [serve]\nmetrics_top = 100000",
             "x",
         );
         assert_eq!(c.profiler.superstep_buffer_bytes, 64 << 20);
         assert_eq!(c.profiler.env_value_max, 4096);
         assert_eq!(c.trace.budget_bytes, 64 << 30);
         assert_eq!(c.syslog.stall_ms, 10_000);
+        assert_eq!(c.serve.metrics_top, 100);
         let said: Vec<String> = p.iter().map(ToString::to_string).collect();
         assert_eq!(
             said,
@@ -821,6 +835,7 @@ mod tests {
                 "x: [trace] budget_bytes 1000000000000000 is more than 68719476736 (using \
                  68719476736)",
                 "x: [syslog] stall_ms 86400000 is more than 10000 (using 10000)",
+                "x: [serve] metrics_top 100000 is more than 100 (using 100)",
             ]
         );
     }

@@ -46,11 +46,17 @@
 //!   so a job of a listed (uid, application) is passed over without reading its row);
 //!   `analyses`: the trace analyses of traced jobs, from the analysis records their users sent
 //!   (`analysis_inbox`: filed by ingest, waiting to be matched to their jobs).
+//! * For the metrics of `mpistat serve` (the digest's `metrics`), counts per hour that are no
+//!   rollups of the jobs: `escalation_rule_hours` (jobs that met the escalation rule, as ingest
+//!   judged them when it stored them), `rejected_hours` (rejected entries made per hour and kind,
+//!   kept by triggers on `rejected`, which also stamp each entry's `rejected_ms`), and
+//!   `ingest_clock` (the time of the newest syslog line ingest read).
 //! * `partial_inbox`: the partial records of a job on several nodes that ingest holds until
 //!   their other half comes, with when it held them (`held_ms`), and keeps afterwards (stored
 //!   as one job with their twin, alone, or not at all: their twin was stored alone before they
 //!   came) ([`partials`]).
-//! * `rollup_*`, `critical_jobs`, `rollup_state`: the digest's rollups ([`rollups`]).
+//! * `rollup_*` (also per hour: `rollup_hours`, `rollup_hour_groups`), `critical_jobs`,
+//!   `rollup_state`: the digest's rollups ([`rollups`]).
 
 pub mod partials;
 pub mod pool;

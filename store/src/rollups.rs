@@ -10,13 +10,40 @@ use crate::{CriticalEntry, JobOrder, PeriodTotals, ReadStore, Result, WriteTx};
 use rusqlite::{params, Connection, OptionalExtension};
 
 /// The rollup tables.
-const TABLES: [&str; 5] = [
+const TABLES: [&str; 7] = [
     "rollup_days",
     "rollup_users",
     "rollup_user_months",
     "rollup_apps",
     "critical_jobs",
+    "rollup_hours",
+    "rollup_hour_groups",
 ];
+
+/// An hour in milliseconds: the hourly tables are per UTC hour (`end_ms / HOUR_MS`).
+pub const HOUR_MS: u64 = 3_600_000;
+
+/// The site's sums of the jobs that ended in one UTC hour, as `rollup_hours` keeps them (the
+/// digest's `rollup` makes them).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct HourRow {
+    pub jobs: u64,
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+    pub imbalance_jobs: u64,
+    pub imbalance_weighted: f64,
+    pub imbalance_wall_ns: f64,
+    pub escalated_traces: u64,
+}
+
+/// The jobs of one application, account or partition in an hour, as `rollup_hour_groups`
+/// keeps them.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct GroupRow {
+    pub jobs: u64,
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+}
 
 /// Which rollup tables a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,6 +329,56 @@ impl ReadStore {
     }
 }
 
+impl ReadStore {
+    /// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
+    pub fn hours_between(&self, from_hour: u64, to_hour: u64) -> Result<Vec<(u64, HourRow)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, jobs, wall_ns, mpi_ns, imbalance_jobs, imbalance_weighted,
+                 imbalance_wall_ns, escalated_traces
+             FROM rollup_hours WHERE hour >= ?1 AND hour < ?2 ORDER BY hour",
+        )?;
+        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
+            Ok((
+                row.get(0)?,
+                HourRow {
+                    jobs: row.get(1)?,
+                    wall_ns: row.get(2)?,
+                    mpi_ns: row.get(3)?,
+                    imbalance_jobs: row.get(4)?,
+                    imbalance_weighted: row.get(5)?,
+                    imbalance_wall_ns: row.get(6)?,
+                    escalated_traces: row.get(7)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Call `each` with every row of `rollup_hour_groups` of `dimension` (its name) in the hours
+    /// `[from_hour, to_hour)`: its hour, name and sums.
+    pub fn each_hour_group(
+        &self,
+        dimension: &str,
+        (from_hour, to_hour): (u64, u64),
+        mut each: impl FnMut(u64, &str, GroupRow),
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, name, jobs, wall_ns, mpi_ns FROM rollup_hour_groups
+             WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3",
+        )?;
+        let mut rows = stmt.query(params![dimension, from_hour, to_hour])?;
+        while let Some(row) = rows.next()? {
+            let sums = GroupRow {
+                jobs: row.get(2)?,
+                wall_ns: row.get(3)?,
+                mpi_ns: row.get(4)?,
+            };
+            each(row.get(0)?, row.get_ref(1)?.as_str()?, sums);
+        }
+        Ok(())
+    }
+}
+
 impl crate::WriteStore {
     /// Note the thresholds of the critical list (`critical`) if none are noted.
     pub fn note_rollup_critical(&self, key: &str) -> Result<()> {
@@ -451,6 +528,62 @@ impl WriteTx<'_> {
                  ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs"
             ))?
             .execute(params![day, app, jobs])?;
+        Ok(())
+    }
+
+    /// Add `sums` to the site's sums of `hour` in `tables`.
+    pub fn add_rollup_hour(&self, tables: Tables, hour: u64, sums: &HourRow) -> Result<()> {
+        let hours = tables.name("rollup_hours");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO {hours} (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
+                     imbalance_weighted, imbalance_wall_ns, escalated_traces)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (hour) DO UPDATE SET jobs = jobs + excluded.jobs,
+                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns,
+                     imbalance_jobs = imbalance_jobs + excluded.imbalance_jobs,
+                     imbalance_weighted = imbalance_weighted + excluded.imbalance_weighted,
+                     imbalance_wall_ns = imbalance_wall_ns + excluded.imbalance_wall_ns,
+                     escalated_traces = escalated_traces + excluded.escalated_traces"
+            ))?
+            .execute(params![
+                hour,
+                sums.jobs,
+                sums.wall_ns,
+                sums.mpi_ns,
+                sums.imbalance_jobs,
+                sums.imbalance_weighted,
+                sums.imbalance_wall_ns,
+                sums.escalated_traces
+            ])?;
+        Ok(())
+    }
+
+    /// Add `sums` to those of `name` of `dimension` (its name) in `hour` in `tables`.
+    pub fn add_rollup_hour_group(
+        &self,
+        tables: Tables,
+        dimension: &str,
+        hour: u64,
+        name: &str,
+        sums: &GroupRow,
+    ) -> Result<()> {
+        let groups = tables.name("rollup_hour_groups");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO {groups} (dimension, hour, name, jobs, wall_ns, mpi_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = jobs + excluded.jobs,
+                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns"
+            ))?
+            .execute(params![
+                dimension,
+                hour,
+                name,
+                sums.jobs,
+                sums.wall_ns,
+                sums.mpi_ns
+            ])?;
         Ok(())
     }
 

@@ -263,6 +263,9 @@ pub struct JobRow {
     pub deflated: Vec<u8>,
     /// Queue it for the escalation rules (table `escalation_queue`) when it is stored.
     pub look: bool,
+    /// It meets the escalation rule: counted per hour of its end (`escalation_rule_hours`, for
+    /// the metrics) when it is stored.
+    pub meets_rule: bool,
     /// Its record was read (and is the one filed) and counted in the rollups of its batch
     /// ([`crate::rollup`]), which are saved as they are if every counted job of the batch is
     /// new when stored.
@@ -282,6 +285,7 @@ impl JobRow {
             index: job.index,
             deflated: job.deflated,
             look: false,
+            meets_rule: false,
             counted: false,
             unusable: Some(Box::new(problem)),
         }
@@ -298,6 +302,7 @@ impl JobRow {
             index,
             deflated: job.deflated,
             look: false,
+            meets_rule: false,
             counted: true,
             unusable: None,
         }

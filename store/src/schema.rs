@@ -319,4 +319,65 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE jobs SET key = key || '-' || uid;
     INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
 ",
+    "
+    -- What `mpistat serve`'s /metrics adds up over the last hour, day and week (crate::metrics),
+    -- per UTC hour (`hour` = end_ms / 3600000) so that a window is at most 168 rows: rollups
+    -- (crate::rollup) kept by ingest with the jobs and made again by rebuild-rollups, as the
+    -- others are (a database with jobs is marked `stale` and rebuilt when first opened). Site
+    -- sums per hour, and per hour the applications, Slurm accounts and partitions
+    -- (`dimension`), whose biggest by MPI time the metrics name.
+    CREATE TABLE rollup_hours (
+        hour INTEGER PRIMARY KEY,
+        jobs INTEGER NOT NULL,
+        wall_ns REAL NOT NULL,
+        mpi_ns REAL NOT NULL,
+        imbalance_jobs INTEGER NOT NULL,
+        imbalance_weighted REAL NOT NULL,
+        imbalance_wall_ns REAL NOT NULL,
+        escalated_traces INTEGER NOT NULL
+    );
+    CREATE TABLE rollup_hour_groups (
+        dimension TEXT NOT NULL,
+        hour INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        jobs INTEGER NOT NULL,
+        wall_ns REAL NOT NULL,
+        mpi_ns REAL NOT NULL,
+        PRIMARY KEY (dimension, hour, name)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
+    -- Jobs that met the escalation rule, per hour of their end, as ingest judged them when it
+    -- stored them (with the rule then in force, as the escalation did; not rebuilt).
+    CREATE TABLE escalation_rule_hours (hour INTEGER PRIMARY KEY, jobs INTEGER NOT NULL);
+    -- When each rejected entry was made (NULL: before this version), and how many were made
+    -- per hour and kind, kept by triggers whoever inserts or withdraws one (an incomplete job
+    -- whose parts came later), so that /metrics never counts the whole table.
+    ALTER TABLE rejected ADD COLUMN rejected_ms INTEGER;
+    CREATE TABLE rejected_hours (
+        hour INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        PRIMARY KEY (hour, kind)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER rejected_counted AFTER INSERT ON rejected BEGIN
+        UPDATE rejected SET rejected_ms = CAST(unixepoch('subsec') * 1000 AS INTEGER)
+            WHERE kind = NEW.kind AND ref = NEW.ref;
+        INSERT INTO rejected_hours (hour, kind, entries)
+            VALUES (CAST(unixepoch('subsec') * 1000 AS INTEGER) / 3600000, NEW.kind, 1)
+            ON CONFLICT (hour, kind) DO UPDATE SET entries = entries + 1;
+    END;
+    CREATE TRIGGER rejected_withdrawn AFTER DELETE ON rejected
+        WHEN OLD.rejected_ms IS NOT NULL BEGIN
+        UPDATE rejected_hours SET entries = entries - 1
+            WHERE hour = OLD.rejected_ms / 3600000 AND kind = OLD.kind;
+    END;
+    -- The analyses of an interval's jobs (escalated traces analysed).
+    CREATE INDEX analyses_by_end ON analyses (end_ms);
+    -- The time of the newest syslog line ingest has read (rsyslog's, of a line it trusts), for
+    -- the ingest lag; kept as the largest one seen.
+    CREATE TABLE ingest_clock (
+        id INTEGER PRIMARY KEY CHECK (id = 0),
+        newest_line_ms INTEGER NOT NULL
+    );
+",
 ];

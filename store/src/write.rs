@@ -446,7 +446,8 @@ impl WriteTx<'_> {
     }
 
     /// Store a job (once: a job already there is left alone) with its index and deflated
-    /// record, queued for the escalation rules if it is new and [`JobRow::look`]. Returns
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`], counted in
+    /// its hour's jobs meeting the rule if new and [`JobRow::meets_rule`]. Returns
     /// whether it was new, and if not, whether the stored one is another record
     /// ([`JobRow::collision`]: then it is to be rejected).
     pub fn insert_job(&self, job: &JobRow) -> Result<Inserted> {
@@ -513,7 +514,27 @@ impl WriteTx<'_> {
                     index.traced.is_some()
                 ])?;
         }
+        if inserted == 1 && job.meets_rule {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO escalation_rule_hours (hour, jobs) VALUES (?1, 1)
+                     ON CONFLICT (hour) DO UPDATE SET jobs = jobs + 1",
+                )?
+                .execute([index.end_unix_ms / crate::rollups::HOUR_MS])?;
+        }
         Ok(inserted == 1)
+    }
+
+    /// Ingest read a line of time `line_ms` (unix ms): the newest line read is the later of it
+    /// and the one noted before ([`ReadStore::newest_line_ms`]).
+    pub fn note_newest_line(&self, line_ms: u64) -> Result<()> {
+        self.tx.execute(
+            "INSERT INTO ingest_clock (id, newest_line_ms) VALUES (0, ?1)
+             ON CONFLICT (id) DO UPDATE SET
+                 newest_line_ms = max(newest_line_ms, excluded.newest_line_ms)",
+            [line_ms],
+        )?;
+        Ok(())
     }
 
     /// File an analysis record whose sender may have sent it (once: a repeat is ignored), for

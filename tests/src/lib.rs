@@ -19,7 +19,7 @@
 
 pub mod certs;
 pub mod machine;
-pub mod postgres;
+pub mod postgresql;
 pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
@@ -46,6 +46,13 @@ pub const RECORD_WAIT: Duration = Duration::from_secs(10);
 /// How long [`Syslogd::wait_for_analysis`] waits: the analysis runs detached at the lowest
 /// priority after the job, on a machine the other tests keep busy.
 pub const ANALYSIS_WAIT: Duration = Duration::from_secs(300);
+
+/// This machine's host name, as its rsyslogd names it in the lines it writes (a record's host
+/// must be its line's).
+pub fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+    name.trim().to_string()
+}
 
 /// The workspace root (the parent of this crate).
 pub fn workspace_root() -> PathBuf {

@@ -214,3 +214,24 @@ impl SingleHost {
             .wait_until(what, || ready(&crate::read_lines(&log)));
     }
 }
+
+/// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
+/// before `/etc/rsyslog.d/*.conf`).
+pub fn host_rsyslog_globals() -> String {
+    let text = std::fs::read_to_string("/etc/rsyslog.conf").unwrap_or_default();
+    text.lines()
+        .filter(|l| {
+            [
+                "$FileOwner",
+                "$FileGroup",
+                "$FileCreateMode",
+                "$DirCreateMode",
+                "$Umask",
+                "$PrivDrop",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}

@@ -284,6 +284,12 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     // The front and every family's profiler in one directory.
     machine.sh("cd /usr/lib/x86_64-linux-gnu && test -f libmpistat.so && \
                 test -f libmpistat_openmpi.so && test -f libmpistat_mpich.so");
+    // The Grafana dashboard as shipped, for the site's Grafana (docs/metrics.md).
+    assert_eq!(
+        std::fs::read(machine.path("/usr/share/mpistat/grafana/mpistat.json")).ok(),
+        Some(std::fs::read(workspace_root().join("etc/grafana/mpistat.json")).unwrap()),
+        "mpistat-loghost's dashboard"
+    );
 
     eprintln!(
         "package test: starting rsyslogd ({:.1?})",

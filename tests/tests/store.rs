@@ -199,7 +199,7 @@ fn the_tests_run_a_postgresql_server_of_their_own() {
         return;
     };
     let reader = User::ensure("st-reader").unwrap();
-    let server = postgres::PostgresServer::start(&owner)
+    let server = postgresql::PostgresServer::start(&owner)
         .expect("postgresql-15 is not installed (scripts/prereqs.sh installs it)");
     server.psql("postgres", "CREATE DATABASE mpistat");
     server.psql(

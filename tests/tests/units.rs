@@ -6,7 +6,7 @@
 //! service, mailed by the digest service, listed by the site-report service and served by the
 //! serve service to the proxy's group only.
 
-use mpistat_e2e::rsyslog::RsyslogDaemon;
+use mpistat_e2e::rsyslog::{host_rsyslog_globals, RsyslogDaemon};
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
 use mpistat_record::wire;
@@ -18,27 +18,6 @@ use std::time::{Duration, Instant};
 /// Where the shipped units expect the command (the `mpistat` package installs it there).
 const COMMAND: &str = "/usr/bin/mpistat";
 const ONE_WEEK_MS: u64 = 7 * 24 * 3600 * 1000;
-
-/// The host's global rsyslog settings that decide how files are made (as rsyslog reads them
-/// before `/etc/rsyslog.d/*.conf`).
-fn host_rsyslog_globals() -> String {
-    let text = std::fs::read_to_string("/etc/rsyslog.conf").unwrap_or_default();
-    text.lines()
-        .filter(|l| {
-            [
-                "$FileOwner",
-                "$FileGroup",
-                "$FileCreateMode",
-                "$DirCreateMode",
-                "$Umask",
-                "$PrivDrop",
-            ]
-            .iter()
-            .any(|k| l.starts_with(k))
-        })
-        .map(|l| format!("{l}\n"))
-        .collect()
-}
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);

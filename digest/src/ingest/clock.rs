@@ -9,6 +9,7 @@
 //! (`etc/rsyslog/relay-loghost/defs.conf`). A line that came any other way (`unrelayed=`) begins
 //! with what its sender wrote: its time is not believed, nor a time that lies in the future.
 
+use super::trust::{Relay, Sender};
 use std::time::SystemTime;
 
 /// The time rsyslog wrote on `line`, in milliseconds since the epoch: its first field, or the
@@ -24,6 +25,19 @@ pub fn line_time(line: &[u8]) -> Option<u64> {
         first = fields.next()?;
     }
     rfc3339_ms(first)
+}
+
+/// Whether the time on a line of `sender` shows how far ingest has read (the metrics' ingest
+/// lag): an attested sender that came the way the site trusts (its own syslogd, unless relays
+/// are required; else a trusted relay). A line that came another way could hide a stopped ingest
+/// behind a time its sender chose.
+pub fn shows_ingest_lag(sender: &Sender, relays_required: bool) -> bool {
+    sender.uid.is_some()
+        && match sender.relay {
+            Relay::Local => !relays_required,
+            Relay::Trusted(_) => true,
+            Relay::Untrusted(_) | Relay::Unrelayed(_) => false,
+        }
 }
 
 /// An RFC 3339 time (`2026-11-29T02:13:00.123456+00:00`, as rsyslog's `date-rfc3339`) in

@@ -258,6 +258,9 @@ struct Run<'a> {
     known: HashMap<Head, Position>,
     /// Who delivered and sent each line.
     relays: trust::Relays,
+    /// The latest time rsyslog wrote on an attested line of the ways the site trusts (for the
+    /// ingest lag of the metrics).
+    newest_line_ms: Option<u64>,
     senders: HashMap<Sender, SenderLines>,
     /// Records waiting for parts and their bytes, over all senders' assemblers.
     pending_jobs: usize,
@@ -347,6 +350,7 @@ pub fn run_once(
                 accounts: options.accounts.clone().map(accounts::Known::new),
                 known,
                 relays: trust::Relays::new(options.trusted_relays.clone()),
+                newest_line_ms: None,
                 senders: HashMap::new(),
                 pending_jobs: 0,
                 pending_bytes: 0,
@@ -459,6 +463,9 @@ impl Run<'_> {
                 .entry(sender.relay.clone())
                 .or_default()
                 .saw(time_ms);
+            if clock::shows_ingest_lag(&sender, self.relays.required()) {
+                self.newest_line_ms = self.newest_line_ms.max(Some(time_ms));
+            }
         }
         let lines = self.senders.entry(sender.clone()).or_default();
         let held_before = (
@@ -662,6 +669,7 @@ impl Run<'_> {
             None => {
                 self.stats.records += 1;
                 job.look = crate::escalate::needs_a_look(&self.options.escalation, &job.index);
+                job.meets_rule = crate::escalate::meets_rule(&self.options.escalation, &job.index);
                 job.origin = sender.origin();
                 job.source = self.files[file].source.clone();
                 self.pending.jobs.push(job);
@@ -825,6 +833,7 @@ impl Run<'_> {
             analyses: pending.analyses,
             rejected: pending.rejected,
             positions,
+            newest_line_ms: self.newest_line_ms.map(|ms| ms.min(writer::now_ms())),
         };
         // Only fails when the writer stopped on an error, which `run_once` reports.
         self.writer.send(batch).map_err(|_| {

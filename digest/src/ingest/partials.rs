@@ -119,6 +119,8 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
         index: JobIndex::of(&job),
         deflated: deflated_record(&job),
         look,
+        // A partial record never meets the rule.
+        meets_rule: false,
         counted: true,
         unusable: None,
     }
@@ -251,6 +253,7 @@ pub fn lone(tx: &WriteTx<'_>, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
             index: JobIndex::of(&record),
             deflated: half.deflated,
             look: half.look,
+            meets_rule: false,
             counted: true,
             unusable: None,
         });

@@ -30,6 +30,8 @@ pub struct Batch {
     pub rejected: Vec<Rejected>,
     /// Every file read in this run (by its number in the run), its position and name.
     pub positions: Vec<(usize, Position, String)>,
+    /// The time of the last line read whose time is rsyslog's, if any (unix ms).
+    pub newest_line_ms: Option<u64>,
 }
 
 /// What the writer did: jobs stored for the first time, and records rejected here (another
@@ -91,6 +93,9 @@ pub fn write(
             }
             ids.insert(file, tx.save_position(&position, &path)?);
         }
+        if let Some(line_ms) = batch.newest_line_ms {
+            tx.note_newest_line(line_ms)?;
+        }
         tx.commit()?;
         if let Some(checkpoints) = &mut checkpoints {
             checkpoints.committed();
@@ -106,8 +111,9 @@ pub fn write(
     Ok(written)
 }
 
-/// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row.
-fn now_ms() -> u64 {
+/// The ingest run's clock, in milliseconds since the epoch: when the partial inbox held a row,
+/// and the latest a line's time may be.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -24,6 +24,7 @@ pub mod server;
 use crate::cli::ServeArgs;
 use crate::mail::content::TracedJob;
 use crate::mail::week::IsoWeek;
+use crate::metrics;
 use crate::private::Group;
 use crate::rollup;
 use crate::site_report::pages::{self, user_slug, Listing, Place};
@@ -213,11 +214,11 @@ pub fn bind_unix(path: &Path, group: &str) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
-/// A response: status, and a body (HTML unless it is an error's plain text).
+/// A response: status, the body's content type, and the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub status: u16,
-    pub html: bool,
+    pub content_type: &'static str,
     pub body: String,
 }
 
@@ -225,7 +226,7 @@ impl Reply {
     fn page(body: String) -> Reply {
         Reply {
             status: 200,
-            html: true,
+            content_type: "text/html; charset=utf-8",
             body,
         }
     }
@@ -233,7 +234,7 @@ impl Reply {
     fn error(status: u16, text: &str) -> Reply {
         Reply {
             status,
-            html: false,
+            content_type: "text/plain; charset=utf-8",
             body: format!("{text}\n"),
         }
     }
@@ -245,9 +246,20 @@ pub struct Pages {
     pub auth: Auth,
     /// The secret every request must carry in `[serve] proxy_secret_header`, if set.
     pub proxy_secret: Option<String>,
+    /// What `/metrics` keeps from one scrape to the next.
+    metrics: metrics::TopCache,
 }
 
 impl Pages {
+    pub fn new(config: SiteConfig, auth: Auth, proxy_secret: Option<String>) -> Pages {
+        Pages {
+            config,
+            auth,
+            proxy_secret,
+            metrics: metrics::TopCache::default(),
+        }
+    }
+
     /// The login of a request with these headers (name, value), if it has one we trust.
     pub fn identify<'a>(
         &self,
@@ -301,6 +313,19 @@ impl Pages {
 
     fn route(&self, db: &ReadStore, login: &str, url: &str, now_ms: u64) -> anyhow::Result<Reply> {
         let (path, query_text) = url.split_once('?').unwrap_or((url, ""));
+        let admin = self.is_admin(login);
+        if path == "/metrics" {
+            if !admin {
+                return Ok(Reply::error(403, "only admins may scrape the metrics"));
+            }
+            let limit = self.config.serve.metrics_top;
+            let figures = metrics::gather(db, now_ms, limit, &self.metrics)?;
+            return Ok(Reply {
+                status: 200,
+                content_type: metrics::CONTENT_TYPE,
+                body: metrics::render(&figures),
+            });
+        }
         let period = match query_text
             .split('&')
             .find_map(|kv| kv.strip_prefix("period="))
@@ -312,7 +337,6 @@ impl Pages {
             },
             None => Period::week(IsoWeek::last_complete(now_ms)),
         };
-        let admin = self.is_admin(login);
         let query = period.query();
         let top = Place {
             root: "",
@@ -450,13 +474,8 @@ fn now_ms() -> u64 {
 impl Pages {
     /// The bytes of `reply` on the wire, with the headers every page gets.
     fn encode(&self, reply: &Reply, head_only: bool) -> Vec<u8> {
-        let content_type = if reply.html {
-            "text/html; charset=utf-8"
-        } else {
-            "text/plain; charset=utf-8"
-        };
         let mut headers = vec![
-            ("Content-Type", content_type),
+            ("Content-Type", reply.content_type),
             // The pages need no scripts and no external anything: forbid them outright.
             (
                 "Content-Security-Policy",
@@ -603,11 +622,7 @@ pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => Some(load_proxy_secret(path)?),
         None => None,
     };
-    let pages = Pages {
-        config,
-        auth,
-        proxy_secret,
-    };
+    let pages = Pages::new(config, auth, proxy_secret);
     serve(pages, database, &listen)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -640,19 +655,19 @@ mod tests {
 
     #[test]
     fn identity_from_header_or_token() {
-        let header = Pages {
-            config: SiteConfig::default(),
-            auth: Auth::Header("REMOTE_USER".into()),
-            proxy_secret: None,
-        };
+        let header = Pages::new(
+            SiteConfig::default(),
+            Auth::Header("REMOTE_USER".into()),
+            None,
+        );
         let got = header.identify([("remote_user", " alice ")].into_iter());
         assert_eq!(got.as_deref(), Some("alice"));
         assert_eq!(header.identify([("X-Other", "alice")].into_iter()), None);
-        let tokens = Pages {
-            config: SiteConfig::default(),
-            auth: Auth::Tokens(HashMap::from([("t".repeat(20), "bob".into())])),
-            proxy_secret: None,
-        };
+        let tokens = Pages::new(
+            SiteConfig::default(),
+            Auth::Tokens(HashMap::from([("t".repeat(20), "bob".into())])),
+            None,
+        );
         let bearer = format!("Bearer {}", "t".repeat(20));
         let got = tokens.identify([("Authorization", bearer.as_str())].into_iter());
         assert_eq!(got.as_deref(), Some("bob"));
@@ -666,11 +681,11 @@ mod tests {
     #[test]
     fn a_proxy_secret_is_required_when_set() {
         let secret = "s3cret-of-the-proxy-0123";
-        let pages = Pages {
-            config: SiteConfig::default(),
-            auth: Auth::Header("REMOTE_USER".into()),
-            proxy_secret: Some(secret.into()),
-        };
+        let pages = Pages::new(
+            SiteConfig::default(),
+            Auth::Header("REMOTE_USER".into()),
+            Some(secret.into()),
+        );
         let as_root = ("REMOTE_USER", "root");
         assert_eq!(pages.identify([as_root].into_iter()), None);
         for wrong in ["", "s3cret-of-the-proxy-012", "s3cret-of-the-proxy-0124"] {
