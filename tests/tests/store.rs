@@ -1,10 +1,11 @@
 //! The store's read side never writes (issue 35 §1): a week of jobs is ingested as root, the
 //! database made read-only (file 0444 in a directory 0555), and a user made with `useradd`
 //! (`st-reader`), who may read it but write neither it nor its directory, runs every report
-//! (`digest`, `site-report`, `ingest --report`) and `serve`, whose every page is asked for. All
-//! succeed; the database's bytes, mode and directory are as they were (no `-wal` or `-shm`
-//! made). A job the writer stores later is served (the reader opens the database again), and
-//! an upgrade is refused to a reader.
+//! (`digest`, `site-report`, `ingest --report`) and `serve`, whose every page (and `/metrics`)
+//! is asked for. All succeed; the database's bytes, mode and directory are as they were (no
+//! `-wal` or `-shm` made). A job the writer stores later is served (the reader opens the
+//! database again), and an upgrade is refused to a reader. And the PostgreSQL server of the
+//! tests' own (for the store's second backend) runs, with a role that may only read.
 
 #[path = "../../digest/tests/common/mod.rs"]
 mod synthetic;
@@ -145,6 +146,7 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
     pages.push(format!("jobs/{}.html", jobs[0].key()));
     pages.push(format!("search.html?{period}&q={}", jobs[0].user));
     pages.push(format!("search.html?{period}&q={}", jobs[0].job_id));
+    pages.push("metrics".to_string());
     for page in &pages {
         let (status, size) = get_as(&reader, &socket, page);
         assert_eq!(status, "200", "{page}");
