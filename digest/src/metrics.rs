@@ -18,7 +18,7 @@
 //! whole), and names that still give the same label are added up, so that no series is ever
 //! written twice (an invalid exposition, of which Prometheus would keep one sample silently).
 
-use crate::rollup::{self, Dimension, GroupSums, HourSums, HOUR_MS};
+use crate::rollup::{self, Dimension, GroupSums, HourSums, Sums, HOUR_MS};
 use mpistat_store::ReadStore;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
@@ -115,7 +115,7 @@ fn add(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
 
 fn take_out(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
     if let std::collections::hash_map::Entry::Occupied(mut entry) = rows.entry(key) {
-        entry.get_mut().remove(sums);
+        rollup::take_out(entry.get_mut(), sums);
         if entry.get().jobs == 0 {
             entry.remove();
         }
@@ -141,7 +141,7 @@ impl Named {
     /// Counted from every row of the widest window ending at `end`.
     fn count(db: &ReadStore, end: u64) -> anyhow::Result<Named> {
         let start = end.saturating_sub(WIDEST);
-        let hours = rollup::hours_between(db, start, end)?.into_iter().collect();
+        let hours = db.hours_between(start, end)?.into_iter().collect();
         let mut windows = vec![GroupRows::new(); WINDOWS.len()];
         let mut recent: BTreeMap<u64, GroupRows> = BTreeMap::new();
         for dimension in Dimension::ALL {
@@ -176,9 +176,7 @@ impl Named {
         }
         let old_end = self.end_hour;
         let old_start = old_end.saturating_sub(WIDEST);
-        let now: BTreeMap<u64, HourSums> = rollup::hours_between(db, old_start, end)?
-            .into_iter()
-            .collect();
+        let now: BTreeMap<u64, HourSums> = db.hours_between(old_start, end)?.into_iter().collect();
         let changed: Vec<u64> = now
             .keys()
             .chain(self.hours.keys())
@@ -296,7 +294,7 @@ fn gather_in(
 ) -> anyhow::Result<Figures> {
     let end = now_ms / HOUR_MS;
     let start = end.saturating_sub(WIDEST);
-    let hours = rollup::hours_between(db, start, end)?;
+    let hours = db.hours_between(start, end)?;
     let rule_jobs = db.rule_jobs_per_hour(start, end)?;
     let rejected = db.rejected_per_hour(start, end)?;
     let analysed = db.escalated_analyses_per_hour(start, end)?;

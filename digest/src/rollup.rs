@@ -36,7 +36,7 @@ use crate::site_report::summary::{
 };
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
-use mpistat_store::rollups::{GroupRow, HourRow, Tables, UserRow};
+use mpistat_store::rollups::{Tables, UserRow};
 use mpistat_store::{CriticalEntry, PeriodTotals, ReadStore, WriteStore, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::Entry;
@@ -239,23 +239,26 @@ impl DayRollup {
 }
 
 /// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
-/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]).
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct HourSums {
-    pub jobs: u64,
-    /// CPU time (wall time summed over ranks) and MPI time, in nanoseconds.
-    pub wall_ns: f64,
-    pub mpi_ns: f64,
-    /// The jobs with critical-path imbalance figures ([`imbalance_percent`]): how many, their
-    /// imbalance percent × CPU time, and their CPU time.
-    pub imbalance_jobs: u64,
-    pub imbalance_weighted: f64,
-    pub imbalance_wall_ns: f64,
-    /// Jobs traced because the escalation rule put them on the escalation list.
-    pub escalated_traces: u64,
+/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]): jobs; CPU time (wall time
+/// summed over ranks) and MPI time in nanoseconds; the jobs with critical-path imbalance figures
+/// ([`imbalance_percent`]): how many, their imbalance percent × CPU time, and their CPU time;
+/// and the jobs traced because the escalation rule put them on the escalation list. The row is
+/// the store's; the sums are made here ([`Sums`]).
+pub use mpistat_store::rollups::HourRow as HourSums;
+
+/// The jobs of one application, account or partition in an hour (or several, merged): jobs,
+/// CPU time and MPI time in nanoseconds, as `rollup_hour_groups` keeps them ([`Sums`]).
+pub use mpistat_store::rollups::GroupRow as GroupSums;
+
+/// The arithmetic of the hourly sums.
+pub trait Sums {
+    /// Count `job` in them.
+    fn add(&mut self, job: &JobRecord);
+    /// Add `other`'s.
+    fn merge(&mut self, other: &Self);
 }
 
-impl HourSums {
+impl Sums for HourSums {
     fn add(&mut self, job: &JobRecord) {
         let wall = job.wall_ns.sum as f64;
         self.jobs += 1;
@@ -270,7 +273,7 @@ impl HourSums {
         self.escalated_traces += u64::from(escalated);
     }
 
-    pub fn merge(&mut self, other: &HourSums) {
+    fn merge(&mut self, other: &HourSums) {
         self.jobs += other.jobs;
         self.wall_ns += other.wall_ns;
         self.mpi_ns += other.mpi_ns;
@@ -320,101 +323,25 @@ impl Dimension {
     }
 }
 
-/// The jobs of one application, account or partition in an hour (or several, merged).
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct GroupSums {
-    pub jobs: u64,
-    /// CPU time and MPI time, in nanoseconds.
-    pub wall_ns: f64,
-    pub mpi_ns: f64,
-}
-
-impl GroupSums {
+impl Sums for GroupSums {
     fn add(&mut self, job: &JobRecord) {
         self.jobs += 1;
         self.wall_ns += job.wall_ns.sum as f64;
         self.mpi_ns += job.mpi_ns.sum as f64;
     }
 
-    pub fn merge(&mut self, other: &GroupSums) {
+    fn merge(&mut self, other: &GroupSums) {
         self.jobs += other.jobs;
         self.wall_ns += other.wall_ns;
         self.mpi_ns += other.mpi_ns;
     }
-
-    /// Take `other`'s jobs out again (counted in these sums before).
-    pub fn remove(&mut self, other: &GroupSums) {
-        self.jobs = self.jobs.saturating_sub(other.jobs);
-        self.wall_ns -= other.wall_ns;
-        self.mpi_ns -= other.mpi_ns;
-    }
 }
 
-/// As the store keeps them.
-impl HourSums {
-    fn row(&self) -> HourRow {
-        let HourSums {
-            jobs,
-            wall_ns,
-            mpi_ns,
-            imbalance_jobs,
-            imbalance_weighted,
-            imbalance_wall_ns,
-            escalated_traces,
-        } = *self;
-        HourRow {
-            jobs,
-            wall_ns,
-            mpi_ns,
-            imbalance_jobs,
-            imbalance_weighted,
-            imbalance_wall_ns,
-            escalated_traces,
-        }
-    }
-}
-
-impl From<HourRow> for HourSums {
-    fn from(row: HourRow) -> HourSums {
-        let HourRow {
-            jobs,
-            wall_ns,
-            mpi_ns,
-            imbalance_jobs,
-            imbalance_weighted,
-            imbalance_wall_ns,
-            escalated_traces,
-        } = row;
-        HourSums {
-            jobs,
-            wall_ns,
-            mpi_ns,
-            imbalance_jobs,
-            imbalance_weighted,
-            imbalance_wall_ns,
-            escalated_traces,
-        }
-    }
-}
-
-impl GroupSums {
-    fn row(&self) -> GroupRow {
-        GroupRow {
-            jobs: self.jobs,
-            wall_ns: self.wall_ns,
-            mpi_ns: self.mpi_ns,
-        }
-    }
-}
-
-impl From<GroupRow> for GroupSums {
-    fn from(row: GroupRow) -> GroupSums {
-        GroupSums {
-            jobs: row.jobs,
-            wall_ns: row.wall_ns,
-            mpi_ns: row.mpi_ns,
-        }
-    }
+/// Take `taken`'s jobs out of `sums` again (counted in them before).
+pub fn take_out(sums: &mut GroupSums, taken: &GroupSums) {
+    sums.jobs = sums.jobs.saturating_sub(taken.jobs);
+    sums.wall_ns -= taken.wall_ns;
+    sums.mpi_ns -= taken.mpi_ns;
 }
 
 /// Why `job` is critical under `thresholds` (empty: it is not).
@@ -594,10 +521,10 @@ impl Rollups {
             tx.put_critical(tables, &c)?;
         }
         for (hour, h) in self.hours {
-            tx.add_rollup_hour(tables, hour, &h.row())?;
+            tx.add_rollup_hour(tables, hour, &h)?;
         }
         for ((dimension, hour, name), g) in self.groups {
-            tx.add_rollup_hour_group(tables, dimension.name(), hour, &name, &g.row())?;
+            tx.add_rollup_hour_group(tables, dimension.name(), hour, &name, &g)?;
         }
         Ok(())
     }
@@ -1000,19 +927,6 @@ pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Res
     Ok(db.totals_of_spans(spans.days_before, spans.months, spans.days_after)?)
 }
 
-/// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
-pub fn hours_between(
-    db: &ReadStore,
-    from_hour: u64,
-    to_hour: u64,
-) -> anyhow::Result<Vec<(u64, HourSums)>> {
-    let rows = db.hours_between(from_hour, to_hour)?;
-    Ok(rows
-        .into_iter()
-        .map(|(hour, row)| (hour, row.into()))
-        .collect())
-}
-
 /// Call `f` with each stored sum of `dimension` in the hours `[from_hour, to_hour)`: its hour,
 /// name and sums.
 pub fn each_hour_group(
@@ -1023,7 +937,7 @@ pub fn each_hour_group(
     mut f: impl FnMut(u64, &str, GroupSums),
 ) -> anyhow::Result<()> {
     db.each_hour_group(dimension.name(), (from_hour, to_hour), |hour, name, row| {
-        f(hour, name, row.into())
+        f(hour, name, row)
     })?;
     Ok(())
 }
