@@ -7,7 +7,7 @@
 //! within an hour, change when the hour does (and when a record of one of its hours comes
 //! late), and never count an hour half. They are added up from per-hour rows: the rollups
 //! (`rollup_hours`, `rollup_hour_groups`: [`crate::rollup`]) and the database's own per-hour
-//! counts (rejected entries, jobs that met the escalation rule, analyses: [`crate::db`]); a
+//! counts (rejected entries, jobs that met the escalation rule, analyses: [`mpistat_store`]); a
 //! scrape reads at most 168 rows of each, and the applications, accounts and partitions of the
 //! week (its biggest cost) only when an hour of the week changed since the last scrape
 //! ([`TopCache`]).
@@ -30,7 +30,7 @@ pub const WINDOWS: [(&str, u64); 3] = [("1h", 1), ("1d", 24), ("7d", 168)];
 /// The longest label value written, in bytes (before escaping).
 pub const LABEL_MAX_BYTES: usize = 128;
 
-/// The kinds of rejected entries ingest makes ([`crate::db::Rejected`]): each is written for
+/// The kinds of rejected entries ingest makes ([`mpistat_store::Rejected`]): each is written for
 /// every window, 0 when it has none (a kind not listed here is written when it occurs).
 const REJECTED_KINDS: [&str; 7] = [
     "conflicting",

@@ -63,7 +63,7 @@ pub struct Rejected {
     pub line: Option<String>,
 }
 
-/// Totals of the jobs of an interval (from the rollups' columns, [`crate::ReadStore::totals_of_period`]).
+/// Totals of the jobs of an interval (from the rollups' columns, [`crate::ReadStore::totals_of_spans`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PeriodTotals {
     pub jobs: u64,
@@ -267,7 +267,7 @@ pub struct JobRow {
     /// the metrics) when it is stored.
     pub meets_rule: bool,
     /// Its record was read (and is the one filed) and counted in the rollups of its batch
-    /// ([`crate::rollup`]), which are saved as they are if every counted job of the batch is
+    /// (the digest's `rollup`), which are saved as they are if every counted job of the batch is
     /// new when stored.
     pub counted: bool,
     /// Why the record is not usable (unreadable, or not the one its index says), when it is
