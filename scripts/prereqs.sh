@@ -39,12 +39,16 @@ MPISTAT_APT_PACKAGES=(
     # OTF2 (crate mpistat-otf2): libotf2 and its headers to build against, otf2-print and
     # Python's otf2 for the tests that read and write archives with the reference tools.
     libopen-trace-format2-dev otf2-tools python3-otf2
+    # PostgreSQL 15 (issue 35: the store's second backend): the tests run their own server
+    # (initdb and pg_ctl as an unprivileged user on a Unix socket, tests/src/postgresql.rs) and
+    # psql; the system's own service is left stopped and disabled.
+    postgresql
 )
 
 # Packages whose daemons the tests run privately: installed here, their system services are
-# disabled (and stopped) so that nothing of Slurm or Prometheus runs or starts at boot on a test
-# machine.
-MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd prometheus)
+# disabled (and stopped) so that nothing of Slurm, Prometheus or PostgreSQL runs or starts at
+# boot on a test machine.
+MPISTAT_QUIET_SERVICES=(munge slurmctld slurmd prometheus postgresql)
 
 mpistat_note() { printf 'prereqs: %s\n' "$*" >&2; }
 

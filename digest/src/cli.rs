@@ -33,6 +33,23 @@ pub enum Command {
     /// Make the admin pages' rollups (sums per day and user, critical jobs) again from the
     /// stored jobs, exactly (ingest keeps them as jobs arrive).
     RebuildRollups(DatabaseArgs),
+    /// The database itself: its schema and stored records.
+    Db(DbArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    #[command(subcommand)]
+    pub action: DbAction,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DbAction {
+    /// Create the database or bring its schema up to date, rebuild its rollups if they are out
+    /// of date, and move stored records that cannot be used to the rejected entries (reading
+    /// every record). Ingest does the first two at its start; readers never change the
+    /// database.
+    Migrate(DatabaseArgs),
 }
 
 #[derive(Args, Debug)]

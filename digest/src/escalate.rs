@@ -23,12 +23,12 @@
 //! [`escalation::LIST_MAX_BYTES`]; what would go beyond is left out, and said.
 
 use crate::cli::{EscalateAction, EscalateArgs};
-use crate::db::Database;
 use anyhow::Context;
 use mpistat_record::limits::PATH_MAX;
 use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry, LIST_MAX_BYTES};
 use mpistat_site::{EscalationConfig, SiteConfig};
+use mpistat_store::WriteStore;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
@@ -175,7 +175,7 @@ const ORPHAN_AFTER_MS: u64 = 7 * 86_400_000;
 /// ingest checked is the uid that sent it; else it is rejected as `forged`. One whose job has
 /// not come for [`ORPHAN_AFTER_MS`] is rejected as `orphan`; until then it is looked for only
 /// among the jobs stored since the last look (many waiting analyses cost little).
-fn file_analyses(db: &Database, now_ms: u64, err: &mut impl Write) -> anyhow::Result<()> {
+fn file_analyses(db: &WriteStore, now_ms: u64, err: &mut impl Write) -> anyhow::Result<()> {
     for received in db.analysis_inbox()? {
         let analysis = &received.analysis;
         let Some(job) = db.job_of_analysis(&received)? else {
@@ -215,12 +215,12 @@ fn file_analyses(db: &Database, now_ms: u64, err: &mut impl Write) -> anyhow::Re
 /// down for jobs traced by escalation, apply the rule to the others; write the list if it
 /// changed, then take them off the queue. Judged on each job's filed index: no record is read
 /// (but those of rows stored before the index had columns, checked against the row; one that
-/// disagrees is quarantined, see [`Database::quarantine`]), and no trace: the analysis is the
+/// disagrees is quarantined, see [`WriteStore::quarantine`]), and no trace: the analysis is the
 /// job's user's to run and send (`mpistat analyze --send`). Problems go to `err`; only
 /// database and list IO fail.
 pub fn after_ingest(
     config: &SiteConfig,
-    db: &Database,
+    db: &WriteStore,
     err: &mut impl Write,
 ) -> anyhow::Result<()> {
     let rule = &config.escalation;

@@ -2,7 +2,7 @@
 //!
 //! `cli` is the command line, `show` reads syslog files and decodes them and prints each record
 //! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
-//! JSON (`json`). `ingest` stores records in the database (`db`), `mail` builds and sends the
+//! JSON (`json`). `ingest` stores records in the database (crate `mpistat-store`), `mail` builds and sends the
 //! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
 //! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site
 //! configuration for all of them, `html` escapes.
@@ -14,7 +14,6 @@
 
 pub mod analyze;
 pub mod cli;
-pub mod db;
 pub mod escalate;
 pub mod html;
 pub mod ingest;
@@ -23,7 +22,6 @@ pub mod mail;
 pub mod metrics;
 pub mod perfetto;
 pub mod plot;
-pub mod pool;
 pub mod private;
 pub mod rollup;
 pub mod send;

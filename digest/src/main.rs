@@ -1,7 +1,7 @@
 //! `mpistat`: decode and summarise mpistat job records from syslog.
 
 use clap::Parser;
-use mpistat_digest::cli::{Cli, Command};
+use mpistat_digest::cli::{Cli, Command, DbAction};
 use mpistat_digest::site::ConfigError;
 use std::process::ExitCode;
 
@@ -44,6 +44,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
         Command::Serve(args) => mpistat_digest::serve::command(&args),
         Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args),
+        Command::Db(args) => match args.action {
+            DbAction::Migrate(args) => mpistat_digest::site::migrate_command(&args),
+        },
         Command::Analyze(args) if args.send => {
             let path = args
                 .config

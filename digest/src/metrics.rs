@@ -7,7 +7,7 @@
 //! within an hour, change when the hour does (and when a record of one of its hours comes
 //! late), and never count an hour half. They are added up from per-hour rows: the rollups
 //! (`rollup_hours`, `rollup_hour_groups`: [`crate::rollup`]) and the database's own per-hour
-//! counts (rejected entries, jobs that met the escalation rule, analyses: [`crate::db`]); a
+//! counts (rejected entries, jobs that met the escalation rule, analyses: [`mpistat_store`]); a
 //! scrape reads at most 168 rows of each, and the applications, accounts and partitions of the
 //! week (its biggest cost) only when an hour of the week changed since the last scrape
 //! ([`TopCache`]).
@@ -18,8 +18,8 @@
 //! whole), and names that still give the same label are added up, so that no series is ever
 //! written twice (an invalid exposition, of which Prometheus would keep one sample silently).
 
-use crate::db::Database;
-use crate::rollup::{self, Dimension, GroupSums, HourSums, HOUR_MS};
+use crate::rollup::{self, Dimension, GroupSums, HourSums, Sums, HOUR_MS};
+use mpistat_store::ReadStore;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -30,7 +30,7 @@ pub const WINDOWS: [(&str, u64); 3] = [("1h", 1), ("1d", 24), ("7d", 168)];
 /// The longest label value written, in bytes (before escaping).
 pub const LABEL_MAX_BYTES: usize = 128;
 
-/// The kinds of rejected entries ingest makes ([`crate::db::Rejected`]): each is written for
+/// The kinds of rejected entries ingest makes ([`mpistat_store::Rejected`]): each is written for
 /// every window, 0 when it has none (a kind not listed here is written when it occurs).
 const REJECTED_KINDS: [&str; 7] = [
     "conflicting",
@@ -115,7 +115,7 @@ fn add(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
 
 fn take_out(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
     if let std::collections::hash_map::Entry::Occupied(mut entry) = rows.entry(key) {
-        entry.get_mut().remove(sums);
+        rollup::take_out(entry.get_mut(), sums);
         if entry.get().jobs == 0 {
             entry.remove();
         }
@@ -123,14 +123,10 @@ fn take_out(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
 }
 
 /// The names of the hours `[from, to)` by hour.
-fn names_of_hours(
-    conn: &rusqlite::Connection,
-    from: u64,
-    to: u64,
-) -> anyhow::Result<BTreeMap<u64, GroupRows>> {
+fn names_of_hours(db: &ReadStore, from: u64, to: u64) -> anyhow::Result<BTreeMap<u64, GroupRows>> {
     let mut by_hour: BTreeMap<u64, GroupRows> = BTreeMap::new();
     for dimension in Dimension::ALL {
-        rollup::each_hour_group(conn, dimension, from, to, |hour, name, sums| {
+        rollup::each_hour_group(db, dimension, from, to, |hour, name, sums| {
             add(
                 by_hour.entry(hour).or_default(),
                 (dimension, name.to_string()),
@@ -143,15 +139,13 @@ fn names_of_hours(
 
 impl Named {
     /// Counted from every row of the widest window ending at `end`.
-    fn count(conn: &rusqlite::Connection, end: u64) -> anyhow::Result<Named> {
+    fn count(db: &ReadStore, end: u64) -> anyhow::Result<Named> {
         let start = end.saturating_sub(WIDEST);
-        let hours = rollup::hours_between(conn, start, end)?
-            .into_iter()
-            .collect();
+        let hours = db.hours_between(start, end)?.into_iter().collect();
         let mut windows = vec![GroupRows::new(); WINDOWS.len()];
         let mut recent: BTreeMap<u64, GroupRows> = BTreeMap::new();
         for dimension in Dimension::ALL {
-            rollup::each_hour_group(conn, dimension, start, end, |hour, name, sums| {
+            rollup::each_hour_group(db, dimension, start, end, |hour, name, sums| {
                 for (window, (_, length)) in windows.iter_mut().zip(WINDOWS) {
                     if hour >= end.saturating_sub(length) {
                         add(window, (dimension, name.to_string()), &sums);
@@ -176,15 +170,13 @@ impl Named {
     /// the recent ones; then each window takes in the hours that came and takes out those that
     /// went. `false` (the sums are then of no use) when that cannot be: an older hour changed,
     /// or the clock went back or on by a week or more.
-    fn catch_up(&mut self, conn: &rusqlite::Connection, end: u64) -> anyhow::Result<bool> {
+    fn catch_up(&mut self, db: &ReadStore, end: u64) -> anyhow::Result<bool> {
         if end < self.end_hour || end - self.end_hour >= WIDEST {
             return Ok(false);
         }
         let old_end = self.end_hour;
         let old_start = old_end.saturating_sub(WIDEST);
-        let now: BTreeMap<u64, HourSums> = rollup::hours_between(conn, old_start, end)?
-            .into_iter()
-            .collect();
+        let now: BTreeMap<u64, HourSums> = db.hours_between(old_start, end)?.into_iter().collect();
         let changed: Vec<u64> = now
             .keys()
             .chain(self.hours.keys())
@@ -198,7 +190,7 @@ impl Named {
         }
         for hour in changed {
             let counted = self.recent.remove(&hour).unwrap_or_default();
-            let rows = names_of_hours(conn, hour, hour + 1)?
+            let rows = names_of_hours(db, hour, hour + 1)?
                 .remove(&hour)
                 .unwrap_or_default();
             for (window, (_, length)) in self.windows.iter_mut().zip(WINDOWS) {
@@ -222,7 +214,7 @@ impl Named {
         }
         let mut moved: BTreeMap<u64, GroupRows> = BTreeMap::new();
         for hour in hours_moved {
-            moved.extend(names_of_hours(conn, hour, hour + 1)?);
+            moved.extend(names_of_hours(db, hour, hour + 1)?);
         }
         for (window, (_, length)) in self.windows.iter_mut().zip(WINDOWS) {
             let (first, old_first) = (end.saturating_sub(length), old_end.saturating_sub(length));
@@ -244,7 +236,7 @@ impl Named {
             if let std::collections::btree_map::Entry::Vacant(entry) = self.recent.entry(hour) {
                 entry.insert(match moved.remove(&hour) {
                     Some(rows) => rows,
-                    None => names_of_hours(conn, hour, hour + 1)?
+                    None => names_of_hours(db, hour, hour + 1)?
                         .remove(&hour)
                         .unwrap_or_default(),
                 });
@@ -284,16 +276,25 @@ impl Named {
 /// The figures now (`now_ms`), naming `limit` applications, accounts and partitions per window,
 /// read in one snapshot of the database.
 pub fn gather(
-    db: &Database,
+    db: &ReadStore,
+    now_ms: u64,
+    limit: usize,
+    cache: &TopCache,
+) -> anyhow::Result<Figures> {
+    // Every read below sees the same commit of ingest's.
+    db.in_snapshot(|db| gather_in(db, now_ms, limit, cache))
+}
+
+/// [`gather`] within its snapshot.
+fn gather_in(
+    db: &ReadStore,
     now_ms: u64,
     limit: usize,
     cache: &TopCache,
 ) -> anyhow::Result<Figures> {
     let end = now_ms / HOUR_MS;
     let start = end.saturating_sub(WIDEST);
-    // Every read below sees the same commit of ingest's.
-    let snapshot = db.conn.unchecked_transaction()?;
-    let hours = rollup::hours_between(&snapshot, start, end)?;
+    let hours = db.hours_between(start, end)?;
     let rule_jobs = db.rule_jobs_per_hour(start, end)?;
     let rejected = db.rejected_per_hour(start, end)?;
     let analysed = db.escalated_analyses_per_hour(start, end)?;
@@ -301,7 +302,7 @@ pub fn gather(
     let top = {
         let mut kept = cache.0.lock().unwrap_or_else(|e| e.into_inner());
         let caught_up = match kept.as_mut() {
-            Some(named) => named.catch_up(&snapshot, end),
+            Some(named) => named.catch_up(db, end),
             None => Ok(false),
         };
         // A failure half way leaves sums of no use.
@@ -310,13 +311,12 @@ pub fn gather(
         }
         caught_up?;
         if kept.is_none() {
-            *kept = Some(Named::count(&snapshot, end)?);
+            *kept = Some(Named::count(db, end)?);
         }
         kept.as_ref()
             .map(|named| named.biggest(limit))
             .unwrap_or_default()
     };
-    drop(snapshot);
     let windows = WINDOWS
         .iter()
         .zip(top)

@@ -11,7 +11,10 @@
 //! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
 //! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
 //! before them), or whose critical jobs were chosen with other `[site_report]` thresholds, is
-//! rebuilt when a command opens it ([`ensure_built`]).
+//! rebuilt by the write side's explicit step (ingest's start, `mpistat db migrate`:
+//! [`ensure_built`]); readers read them as they are and say so ([`out_of_date`]). The tables
+//! and their statements are the store's (`mpistat_store::rollups`): it keeps the rows, this
+//! module makes and adds up the figures.
 //!
 //! Each row holds a [`DayRollup`] or a user's [`UserWeek`] as JSON (the user's [`Totals`]
 //! apart, with its job count and times as columns, so that the users list and the trend need
@@ -27,14 +30,14 @@
 //! An interval's sums are added in time order: its days before its first whole month, its
 //! whole months, its days after them ([`Spans`]).
 
-use crate::db::Database;
 use crate::mail::content::{RoutineSums, Totals, UserWeek};
 use crate::site_report::summary::{
     add_histogram, imbalance_percent, job_cpu_class, routine_group, size_class, JOB_CPU_CLASSES,
 };
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
-use rusqlite::{params, Connection, OptionalExtension};
+use mpistat_store::rollups::{Tables, UserRow};
+use mpistat_store::{CriticalEntry, PeriodTotals, ReadStore, WriteStore, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
@@ -43,7 +46,7 @@ use std::collections::BTreeMap;
 pub const DAY_MS: u64 = 86_400_000;
 
 /// An hour in milliseconds: the metrics' rollups are per UTC hour (`end_ms / HOUR_MS`).
-pub const HOUR_MS: u64 = 3_600_000;
+pub use mpistat_store::rollups::HOUR_MS;
 
 /// Points of the imbalance scatter chart kept per day: the jobs with the most CPU time.
 pub const POINTS_PER_DAY: usize = 200;
@@ -236,23 +239,26 @@ impl DayRollup {
 }
 
 /// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
-/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]).
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct HourSums {
-    pub jobs: u64,
-    /// CPU time (wall time summed over ranks) and MPI time, in nanoseconds.
-    pub wall_ns: f64,
-    pub mpi_ns: f64,
-    /// The jobs with critical-path imbalance figures ([`imbalance_percent`]): how many, their
-    /// imbalance percent × CPU time, and their CPU time.
-    pub imbalance_jobs: u64,
-    pub imbalance_weighted: f64,
-    pub imbalance_wall_ns: f64,
-    /// Jobs traced because the escalation rule put them on the escalation list.
-    pub escalated_traces: u64,
+/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]): jobs; CPU time (wall time
+/// summed over ranks) and MPI time in nanoseconds; the jobs with critical-path imbalance figures
+/// ([`imbalance_percent`]): how many, their imbalance percent × CPU time, and their CPU time;
+/// and the jobs traced because the escalation rule put them on the escalation list. The row is
+/// the store's; the sums are made here ([`Sums`]).
+pub use mpistat_store::rollups::HourRow as HourSums;
+
+/// The jobs of one application, account or partition in an hour (or several, merged): jobs,
+/// CPU time and MPI time in nanoseconds, as `rollup_hour_groups` keeps them ([`Sums`]).
+pub use mpistat_store::rollups::GroupRow as GroupSums;
+
+/// The arithmetic of the hourly sums.
+pub trait Sums {
+    /// Count `job` in them.
+    fn add(&mut self, job: &JobRecord);
+    /// Add `other`'s.
+    fn merge(&mut self, other: &Self);
 }
 
-impl HourSums {
+impl Sums for HourSums {
     fn add(&mut self, job: &JobRecord) {
         let wall = job.wall_ns.sum as f64;
         self.jobs += 1;
@@ -267,7 +273,7 @@ impl HourSums {
         self.escalated_traces += u64::from(escalated);
     }
 
-    pub fn merge(&mut self, other: &HourSums) {
+    fn merge(&mut self, other: &HourSums) {
         self.jobs += other.jobs;
         self.wall_ns += other.wall_ns;
         self.mpi_ns += other.mpi_ns;
@@ -317,44 +323,25 @@ impl Dimension {
     }
 }
 
-/// The jobs of one application, account or partition in an hour (or several, merged).
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct GroupSums {
-    pub jobs: u64,
-    /// CPU time and MPI time, in nanoseconds.
-    pub wall_ns: f64,
-    pub mpi_ns: f64,
-}
-
-impl GroupSums {
+impl Sums for GroupSums {
     fn add(&mut self, job: &JobRecord) {
         self.jobs += 1;
         self.wall_ns += job.wall_ns.sum as f64;
         self.mpi_ns += job.mpi_ns.sum as f64;
     }
 
-    pub fn merge(&mut self, other: &GroupSums) {
+    fn merge(&mut self, other: &GroupSums) {
         self.jobs += other.jobs;
         self.wall_ns += other.wall_ns;
         self.mpi_ns += other.mpi_ns;
     }
-
-    /// Take `other`'s jobs out again (counted in these sums before).
-    pub fn remove(&mut self, other: &GroupSums) {
-        self.jobs = self.jobs.saturating_sub(other.jobs);
-        self.wall_ns -= other.wall_ns;
-        self.mpi_ns -= other.mpi_ns;
-    }
 }
 
-/// A job on the critical list, as `critical_jobs` keeps it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CriticalRow {
-    pub end_ms: u64,
-    pub key: String,
-    pub user: String,
-    pub wall_ns: u64,
-    pub reasons: String,
+/// Take `taken`'s jobs out of `sums` again (counted in them before).
+pub fn take_out(sums: &mut GroupSums, taken: &GroupSums) {
+    sums.jobs = sums.jobs.saturating_sub(taken.jobs);
+    sums.wall_ns -= taken.wall_ns;
+    sums.mpi_ns -= taken.mpi_ns;
 }
 
 /// Why `job` is critical under `thresholds` (empty: it is not).
@@ -383,7 +370,7 @@ pub struct Rollups {
     users: BTreeMap<(u64, String), UserWeek>,
     /// Jobs per day and application.
     apps: BTreeMap<(u64, String), u64>,
-    critical: Vec<CriticalRow>,
+    critical: Vec<CriticalEntry>,
     hours: BTreeMap<u64, HourSums>,
     /// Per hour, application, account and partition.
     groups: BTreeMap<(Dimension, u64, String), GroupSums>,
@@ -407,7 +394,7 @@ impl Rollups {
         let day = job.end_unix_ms / DAY_MS;
         let reasons = critical_reasons(job, &self.thresholds);
         if !reasons.is_empty() {
-            self.critical.push(CriticalRow {
+            self.critical.push(CriticalEntry {
                 end_ms: job.end_unix_ms,
                 key: job.key(),
                 user: job.user.clone(),
@@ -475,17 +462,9 @@ impl Rollups {
     }
 
     /// Add these rollups to the stored ones in `tables` (in the caller's transaction).
-    pub fn save(self, conn: &Connection, tables: Tables) -> anyhow::Result<()> {
-        let [days, users, user_months, apps, critical, hours, groups] =
-            TABLES.map(|table| tables.name(table));
-        let mut get_day =
-            conn.prepare_cached(&format!("SELECT data FROM {days} WHERE day = ?1"))?;
-        let mut put_day = conn.prepare_cached(&format!(
-            "INSERT OR REPLACE INTO {days} (day, data) VALUES (?1, ?2)"
-        ))?;
+    pub fn save(self, tx: &WriteTx<'_>, tables: Tables) -> anyhow::Result<()> {
         for (day, new) in self.days {
-            let stored: Option<String> = get_day.query_row([day], |row| row.get(0)).optional()?;
-            let data = match stored {
+            let data = match tx.rollup_day(tables, day)? {
                 Some(json) => {
                     let mut stored: DayRollup = serde_json::from_str(&json)?;
                     stored.merge(&new, true);
@@ -493,15 +472,8 @@ impl Rollups {
                 }
                 None => new,
             };
-            put_day.execute(params![day, serde_json::to_string(&data)?])?;
+            tx.put_rollup_day(tables, day, &serde_json::to_string(&data)?)?;
         }
-        let mut get_user = conn.prepare_cached(&format!(
-            "SELECT totals, detail FROM {users} WHERE day = ?1 AND user = ?2"
-        ))?;
-        let mut put_user = conn.prepare_cached(&format!(
-            "INSERT OR REPLACE INTO {users} (day, user, jobs, wall_ns, mpi_ns, totals, detail)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-        ))?;
         // The new totals by month and user, added in day order.
         let mut months: BTreeMap<(u64, String), Totals> = BTreeMap::new();
         for ((day, user), new) in &self.users {
@@ -511,10 +483,7 @@ impl Rollups {
                 .merge(&new.totals);
         }
         for ((day, user), new) in self.users {
-            let stored: Option<(String, String)> = get_user
-                .query_row(params![day, user], |row| Ok((row.get(0)?, row.get(1)?)))
-                .optional()?;
-            let week = match stored {
+            let week = match tx.rollup_user_day(tables, day, &user)? {
                 Some((totals, detail)) => {
                     let mut stored = user_week(&totals, &detail)?;
                     stored.merge(&new);
@@ -522,28 +491,19 @@ impl Rollups {
                 }
                 None => new,
             };
-            put_user.execute(params![
-                day,
-                user,
-                week.totals.jobs as u64,
-                sql_ns(week.totals.wall_ns),
-                sql_ns(week.totals.mpi_ns),
+            let (totals, detail) = (
                 serde_json::to_string(&week.totals)?,
-                serde_json::to_string(&week)?
-            ])?;
+                serde_json::to_string(&week)?,
+            );
+            tx.put_rollup_user_day(
+                tables,
+                day,
+                &user,
+                &user_row(&week.totals, &totals, &detail),
+            )?;
         }
-        let mut get_month = conn.prepare_cached(&format!(
-            "SELECT totals FROM {user_months} WHERE month = ?1 AND user = ?2"
-        ))?;
-        let mut put_month = conn.prepare_cached(&format!(
-            "INSERT OR REPLACE INTO {user_months} (month, user, jobs, wall_ns, mpi_ns, totals)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-        ))?;
         for ((month, user), new) in months {
-            let stored: Option<String> = get_month
-                .query_row(params![month, user], |row| row.get(0))
-                .optional()?;
-            let totals = match stored {
+            let totals = match tx.rollup_user_month(tables, month, &user)? {
                 Some(json) => {
                     let mut stored: Totals = serde_json::from_str(&json)?;
                     stored.merge(&new);
@@ -551,74 +511,38 @@ impl Rollups {
                 }
                 None => new,
             };
-            put_month.execute(params![
-                month,
-                user,
-                totals.jobs as u64,
-                sql_ns(totals.wall_ns),
-                sql_ns(totals.mpi_ns),
-                serde_json::to_string(&totals)?
-            ])?;
+            let json = serde_json::to_string(&totals)?;
+            tx.put_rollup_user_month(tables, month, &user, &user_row(&totals, &json, ""))?;
         }
-        let mut put_app = conn.prepare_cached(&format!(
-            "INSERT INTO {apps} (day, app, jobs) VALUES (?1, ?2, ?3)
-             ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs"
-        ))?;
         for ((day, app), jobs) in self.apps {
-            put_app.execute(params![day, app, jobs])?;
+            tx.add_application_jobs(tables, day, &app, jobs)?;
         }
-        let mut put_critical = conn.prepare_cached(&format!(
-            "INSERT OR REPLACE INTO {critical} (end_ms, key, user, wall_ns, reasons)
-             VALUES (?1, ?2, ?3, ?4, ?5)"
-        ))?;
         for c in self.critical {
-            put_critical.execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+            tx.put_critical(tables, &c)?;
         }
-        let mut put_hour = conn.prepare_cached(&format!(
-            "INSERT INTO {hours} (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
-                 imbalance_weighted, imbalance_wall_ns, escalated_traces)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-             ON CONFLICT (hour) DO UPDATE SET jobs = jobs + excluded.jobs,
-                 wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns,
-                 imbalance_jobs = imbalance_jobs + excluded.imbalance_jobs,
-                 imbalance_weighted = imbalance_weighted + excluded.imbalance_weighted,
-                 imbalance_wall_ns = imbalance_wall_ns + excluded.imbalance_wall_ns,
-                 escalated_traces = escalated_traces + excluded.escalated_traces"
-        ))?;
         for (hour, h) in self.hours {
-            put_hour.execute(params![
-                hour,
-                h.jobs,
-                h.wall_ns,
-                h.mpi_ns,
-                h.imbalance_jobs,
-                h.imbalance_weighted,
-                h.imbalance_wall_ns,
-                h.escalated_traces
-            ])?;
+            tx.add_rollup_hour(tables, hour, &h)?;
         }
-        let mut put_group = conn.prepare_cached(&format!(
-            "INSERT INTO {groups} (dimension, hour, name, jobs, wall_ns, mpi_ns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = jobs + excluded.jobs,
-                 wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns"
-        ))?;
         for ((dimension, hour, name), g) in self.groups {
-            put_group.execute(params![
-                dimension.name(),
-                hour,
-                name,
-                g.jobs,
-                g.wall_ns,
-                g.mpi_ns
-            ])?;
+            tx.add_rollup_hour_group(tables, dimension.name(), hour, &name, &g)?;
         }
         Ok(())
     }
 }
 
+/// A user's row of `totals` (`totals_json`: as JSON) and `detail`.
+fn user_row<'a>(totals: &Totals, totals_json: &'a str, detail: &'a str) -> UserRow<'a> {
+    UserRow {
+        jobs: totals.jobs as u64,
+        wall_ns: totals.wall_ns,
+        mpi_ns: totals.mpi_ns,
+        totals: totals_json,
+        detail,
+    }
+}
+
 /// A user's stored rollup: totals and the rest (see [`UserWeek`]'s serialisation).
-fn user_week(totals: &str, detail: &str) -> anyhow::Result<UserWeek> {
+fn user_week(totals: &str, detail: &str) -> serde_json::Result<UserWeek> {
     let mut week: UserWeek = serde_json::from_str(detail)?;
     week.totals = serde_json::from_str(totals)?;
     Ok(week)
@@ -636,7 +560,7 @@ fn thresholds_key(thresholds: &SiteReportConfig) -> String {
 
 /// Make the rollups again from every stored job, in steps of about `REBUILD_STEP_JOBS` jobs
 /// each committed on its own ([`rebuild_in_steps`]). Returns how many jobs the new rollups count.
-pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u64> {
+pub fn rebuild(db: &WriteStore, thresholds: &SiteReportConfig) -> anyhow::Result<u64> {
     let rebuilt = rebuild_in_steps(db, thresholds, REBUILD_STEP_JOBS, |_| {
         std::ops::ControlFlow::Continue(())
     })?;
@@ -664,58 +588,48 @@ pub fn rebuild(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<u
 /// committed step that did not finish ([`Progress::Committed`]); `Break` stops the rebuild there
 /// as an interruption would. Returns how many jobs the new rollups count, `None` if stopped.
 pub fn rebuild_in_steps(
-    db: &Database,
+    db: &WriteStore,
     thresholds: &SiteReportConfig,
     step_jobs: u64,
     mut progress: impl FnMut(Progress) -> std::ops::ControlFlow<()>,
 ) -> anyhow::Result<Option<u64>> {
     let key = thresholds_key(thresholds);
-    in_write_transaction(&db.conn, |conn| start_rebuild(conn, &key))?;
+    db.in_transaction(|tx| start_rebuild(tx, &key))?;
     loop {
-        let Some(from) = rebuilt_to(&db.conn)? else {
+        let Some(from) = rebuilt_to(db.rollup_state("rebuild_to")?) else {
             anyhow::bail!("another rebuild of the rollups finished this one");
         };
-        let to = step_end(&db.conn, from, step_jobs)?;
+        let to = db.rebuild_step_end(from, step_jobs)?;
         let (mut rollups, read) = read_step(db, thresholds, from, to)?;
         if progress(Progress::Read { from, to }).is_break() {
             return Ok(None);
         }
-        let finished = in_write_transaction(&db.conn, |conn| -> anyhow::Result<Option<bool>> {
-            if rebuilt_to(conn)? != Some(from)
-                || state(conn, "rebuild_critical")? != Some(key.clone())
+        let finished = db.in_transaction(|tx| -> anyhow::Result<Option<bool>> {
+            if rebuilt_to(tx.rollup_state("rebuild_to")?) != Some(from)
+                || tx.rollup_state("rebuild_critical")? != Some(key.clone())
             {
                 // Another rebuild moved on meanwhile: look again.
                 return Ok(None);
             }
             // Jobs that came late, into the step's interval, after it was read: only those are
             // read here, under the write lock (all of the step again only if one went away).
-            match added_rows(&read, &step_ids(conn, from, to)?) {
+            match added_rows(&read, &tx.job_ids_ended_between(from, to)?) {
                 Some(added) if added.is_empty() => {}
                 Some(added) => db.each_filed_job_of_rows(&added, |_, job| rollups.add(&job))?,
                 None => rollups = read_step(db, thresholds, from, to)?.0,
             }
-            rollups.save(conn, Tables::Rebuilt)?;
-            set_state(conn, "rebuild_to", &to.to_string())?;
-            let newer: bool = conn.query_row(
-                "SELECT EXISTS (SELECT 1 FROM jobs WHERE end_ms >= ?1)",
-                [to],
-                |row| row.get(0),
-            )?;
-            if newer {
+            rollups.save(tx, Tables::Rebuilt)?;
+            tx.set_rollup_state("rebuild_to", &to.to_string())?;
+            if tx.has_jobs_from(to)? {
                 return Ok(Some(false));
             }
-            swap_in_rebuilt(conn, &key)?;
+            tx.swap_in_rebuilt(&key)?;
             Ok(Some(true))
         })?;
         match finished {
             Some(true) => {
-                drop_tables(&db.conn, "retired")?;
-                let counted: f64 =
-                    db.conn
-                        .query_row("SELECT total(jobs) FROM rollup_user_months", [], |row| {
-                            row.get(0)
-                        })?;
-                return Ok(Some(counted as u64));
+                db.drop_retired_rollups()?;
+                return Ok(Some(db.jobs_in_rollups()?));
             }
             Some(false) if progress(Progress::Committed { to }).is_break() => return Ok(None),
             Some(false) | None => {}
@@ -754,85 +668,10 @@ fn added_rows(read: &[i64], now: &[i64]) -> Option<Vec<i64>> {
 /// short write transaction.
 const REBUILD_STEP_JOBS: u64 = 50_000;
 
-/// A sum of rank-nanoseconds as SQLite stores it in the rollups' sortable columns: a real
-/// number, since SQLite's integers end at `i64::MAX` ns (292 rank-years), which one heavy user's
-/// month passes at a large centre (about 3,500 cores busy all month); the exact sum is in the
-/// row's JSON. Readers add these columns with `total()`, a real number too.
-fn sql_ns(ns: u64) -> f64 {
-    ns as f64
-}
-
-/// The rollup tables, in the order [`Rollups::save`] names them.
-const TABLES: [&str; 7] = [
-    "rollup_days",
-    "rollup_users",
-    "rollup_user_months",
-    "rollup_apps",
-    "critical_jobs",
-    "rollup_hours",
-    "rollup_hour_groups",
-];
-
-/// Which rollup tables [`Rollups::save`] adds to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tables {
-    /// The ones the pages read.
-    Live,
-    /// The ones a rebuild is making ([`rebuild_in_steps`]).
-    Rebuilt,
-}
-
-impl Tables {
-    fn name(self, table: &str) -> String {
-        match self {
-            Tables::Live => table.to_string(),
-            Tables::Rebuilt => format!("rebuilt_{table}"),
-        }
-    }
-}
-
-/// Run `work` in a transaction that takes the write lock first (ingest's writer waits for it,
-/// up to its busy timeout): committed if it returns `Ok`, rolled back if not.
-fn in_write_transaction<T>(
-    conn: &Connection,
-    work: impl FnOnce(&Connection) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    match work(conn) {
-        Ok(done) => {
-            conn.execute_batch("COMMIT")?;
-            Ok(done)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
-}
-
-/// A value of `rollup_state`.
-fn state(conn: &Connection, name: &str) -> anyhow::Result<Option<String>> {
-    Ok(conn
-        .query_row(
-            "SELECT value FROM rollup_state WHERE name = ?1",
-            [name],
-            |row| row.get(0),
-        )
-        .optional()?)
-}
-
-fn set_state(conn: &Connection, name: &str, value: &str) -> anyhow::Result<()> {
-    conn.execute(
-        "INSERT OR REPLACE INTO rollup_state (name, value) VALUES (?1, ?2)",
-        [name, value],
-    )?;
-    Ok(())
-}
-
-/// Where a rebuild has got to: the rebuilt rollups count every job that ended before it
-/// (`None`: no rebuild is under way or interrupted).
-fn rebuilt_to(conn: &Connection) -> anyhow::Result<Option<u64>> {
-    Ok(state(conn, "rebuild_to")?.and_then(|to| to.parse().ok()))
+/// Where a rebuild has got to (`rebuild_to` of `rollup_state`): the rebuilt rollups count every
+/// job that ended before it (`None`: no rebuild is under way or interrupted).
+fn rebuilt_to(state: Option<String>) -> Option<u64> {
+    state.and_then(|to| to.parse().ok())
 }
 
 /// `base` with the critical-job thresholds of `key` ([`thresholds_key`]'s text), if it is one.
@@ -855,58 +694,22 @@ fn thresholds_of_key(key: &str, base: &SiteReportConfig) -> Option<SiteReportCon
 }
 
 /// Go on with the rebuild under way if it was started with the same thresholds (`key`), else
-/// start one: empty `rebuilt_` tables made as the live ones are (without their secondary
-/// indexes, made when swapped in), and `rebuild_to` at the beginning of time.
-fn start_rebuild(conn: &Connection, key: &str) -> anyhow::Result<()> {
-    if rebuilt_to(conn)?.is_some() && state(conn, "rebuild_critical")?.as_deref() == Some(key) {
+/// start one: empty rebuilt tables, and `rebuild_to` at the beginning of time.
+fn start_rebuild(tx: &WriteTx<'_>, key: &str) -> anyhow::Result<()> {
+    if rebuilt_to(tx.rollup_state("rebuild_to")?).is_some()
+        && tx.rollup_state("rebuild_critical")?.as_deref() == Some(key)
+    {
         return Ok(());
     }
-    drop_tables(conn, "rebuilt")?;
-    drop_tables(conn, "retired")?;
-    for table in TABLES {
-        let sql: String = conn.query_row(
-            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
-            [table],
-            |row| row.get(0),
-        )?;
-        conn.execute_batch(&sql.replacen(table, &Tables::Rebuilt.name(table), 1))?;
-    }
-    set_state(conn, "rebuild_to", "0")?;
-    set_state(conn, "rebuild_critical", key)
-}
-
-/// Drop the rollup tables named `<prefix>_<table>` that exist.
-fn drop_tables(conn: &Connection, prefix: &str) -> anyhow::Result<()> {
-    for table in TABLES {
-        conn.execute_batch(&format!("DROP TABLE IF EXISTS {prefix}_{table}"))?;
-    }
+    tx.create_rebuilt_rollups()?;
+    tx.set_rollup_state("rebuild_to", "0")?;
+    tx.set_rollup_state("rebuild_critical", key)?;
     Ok(())
-}
-
-/// The end of the step of a rebuild that starts at `from`: the end time of the
-/// `step_jobs`-th job from there, or just after the newest job.
-fn step_end(conn: &Connection, from: u64, step_jobs: u64) -> anyhow::Result<u64> {
-    let nth: Option<u64> = conn
-        .query_row(
-            "SELECT end_ms FROM jobs WHERE end_ms >= ?1 ORDER BY end_ms LIMIT 1 OFFSET ?2",
-            params![from, step_jobs],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let end = match nth {
-        Some(end) => end,
-        None => conn
-            .query_row("SELECT max(end_ms) FROM jobs", [], |row| {
-                row.get::<_, Option<u64>>(0)
-            })?
-            .map_or(from, |newest| newest + 1),
-    };
-    Ok(end.max(from + 1))
 }
 
 /// The rollups of the jobs that ended in `[from, to)`, and their row ids (sorted).
 fn read_step(
-    db: &Database,
+    db: &ReadStore,
     thresholds: &SiteReportConfig,
     from: u64,
     to: u64,
@@ -921,96 +724,57 @@ fn read_step(
     Ok((rollups, ids))
 }
 
-/// The row ids of the jobs that ended in `[from, to)` (sorted).
-fn step_ids(conn: &Connection, from: u64, to: u64) -> anyhow::Result<Vec<i64>> {
-    let mut stmt =
-        conn.prepare_cached("SELECT id FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY id")?;
-    let ids = stmt.query_map(params![from, to], |row| row.get(0))?;
-    Ok(ids.collect::<Result<_, _>>()?)
-}
-
-/// Put the rebuilt rollups in the place of the live ones (in the caller's transaction): the
-/// live tables are renamed `retired_<table>` (dropped after the commit), the rebuilt ones take
-/// their names, and the live tables' secondary indexes are made again on them.
-fn swap_in_rebuilt(conn: &Connection, key: &str) -> anyhow::Result<()> {
-    let mut indexes: Vec<(String, String)> = Vec::new();
-    for table in TABLES {
-        let mut stmt = conn.prepare(
-            "SELECT name, sql FROM sqlite_master
-             WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
-        )?;
-        let rows = stmt.query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        for index in rows {
-            indexes.push(index?);
-        }
-    }
-    for (name, _) in &indexes {
-        conn.execute_batch(&format!("DROP INDEX \"{name}\""))?;
-    }
-    for table in TABLES {
-        conn.execute_batch(&format!(
-            "ALTER TABLE {table} RENAME TO retired_{table};
-             ALTER TABLE {} RENAME TO {table};",
-            Tables::Rebuilt.name(table)
-        ))?;
-    }
-    for (_, sql) in indexes {
-        conn.execute_batch(&sql)?;
-    }
-    set_state(conn, "critical", key)?;
-    conn.execute(
-        "DELETE FROM rollup_state WHERE name IN ('stale', 'rebuild_to', 'rebuild_critical')",
-        [],
-    )?;
-    Ok(())
-}
-
 /// Count the jobs ingest stores as new (`jobs`: their rows) in the rollups a rebuild is making,
 /// if one is under way or was interrupted: those that ended before where it has got to (it
 /// reads the others itself). In the transaction that stores them (see [`rebuild_in_steps`]).
 /// Its critical list takes the rebuild's thresholds, not ingest's (`thresholds`, the rest of
 /// the settings): an ingest daemon started before the site changed them keeps the old ones.
 pub fn count_in_rebuild<'a>(
-    conn: &Connection,
-    jobs: impl Iterator<Item = &'a crate::db::JobRow>,
+    tx: &WriteTx<'_>,
+    jobs: impl Iterator<Item = &'a mpistat_store::JobRow>,
     thresholds: &SiteReportConfig,
 ) -> anyhow::Result<()> {
-    let Some(to) = rebuilt_to(conn)? else {
+    let Some(to) = rebuilt_to(tx.rollup_state("rebuild_to")?) else {
         return Ok(());
     };
-    let rebuilds =
-        state(conn, "rebuild_critical")?.and_then(|key| thresholds_of_key(&key, thresholds));
+    let rebuilds = tx
+        .rollup_state("rebuild_critical")?
+        .and_then(|key| thresholds_of_key(&key, thresholds));
     let mut rollups = Rollups::new(rebuilds.as_ref().unwrap_or(thresholds));
     for job in jobs.filter(|job| job.index.end_unix_ms < to) {
-        rollups.add(&crate::db::inflated_record(&job.deflated)?);
+        rollups.add(&mpistat_store::inflated_record(&job.deflated)?);
     }
     if rollups.is_empty() {
         return Ok(());
     }
-    rollups.save(conn, Tables::Rebuilt)
+    rollups.save(tx, Tables::Rebuilt)
+}
+
+/// Why the rollups of `db` are not those of `thresholds` (`None`: they are): the database has
+/// jobs stored before the rollups, or the critical list was made with other thresholds.
+pub fn out_of_date(
+    db: &ReadStore,
+    thresholds: &SiteReportConfig,
+) -> anyhow::Result<Option<&'static str>> {
+    if db.rollup_state("stale")?.is_some() {
+        return Ok(Some("the database has jobs stored before the rollups"));
+    }
+    Ok(match db.rollup_state("critical")? {
+        Some(made) if made != thresholds_key(thresholds) => {
+            Some("the critical-job thresholds ([site_report]) changed")
+        }
+        _ => None,
+    })
 }
 
 /// Rebuild the rollups if the database has none yet for its jobs (upgraded from before them)
-/// or its critical list was made with other thresholds than `thresholds` (says so on stderr).
-pub fn ensure_built(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Result<()> {
-    let state = |name: &str| self::state(&db.conn, name);
-    let why = if state("stale")?.is_some() {
-        "the database has jobs stored before the rollups"
-    } else {
-        match state("critical")? {
-            Some(made) if made != thresholds_key(thresholds) => {
-                "the critical-job thresholds ([site_report]) changed"
-            }
-            Some(_) => return Ok(()),
-            // Never rebuilt: made as the jobs came, with the thresholds of the time.
-            None => {
-                db.conn.execute(
-                    "INSERT OR IGNORE INTO rollup_state (name, value) VALUES ('critical', ?1)",
-                    [thresholds_key(thresholds)],
-                )?;
-                return Ok(());
-            }
-        }
+/// or its critical list was made with other thresholds than `thresholds` (says so on stderr):
+/// by the write side only (ingest at its start, `mpistat db migrate`).
+pub fn ensure_built(db: &WriteStore, thresholds: &SiteReportConfig) -> anyhow::Result<()> {
+    let Some(why) = out_of_date(db, thresholds)? else {
+        // Never rebuilt: made as the jobs came, with the thresholds of the time.
+        db.note_rollup_critical(&thresholds_key(thresholds))?;
+        return Ok(());
     };
     let start = std::time::Instant::now();
     let counted = rebuild(db, thresholds)?;
@@ -1023,7 +787,7 @@ pub fn ensure_built(db: &Database, thresholds: &SiteReportConfig) -> anyhow::Res
 
 /// `mpistat rebuild-rollups`.
 pub fn command(args: &crate::cli::DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
-    let (config, db) = crate::site::load_without_rollups(args)?;
+    let (config, db) = crate::site::load_writer(args)?;
     let start = std::time::Instant::now();
     let counted = rebuild(&db, &config.site_report)?;
     db.report_quarantined(&mut std::io::stderr())?;
@@ -1042,19 +806,16 @@ pub struct PeriodRollups {
 }
 
 /// Add up the stored rollups of `[from_ms, to_ms)`.
-pub fn of_period(conn: &Connection, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodRollups> {
-    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+pub fn of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodRollups> {
     let mut site = DayRollup::default();
-    let mut stmt = conn
-        .prepare_cached("SELECT data FROM rollup_days WHERE day >= ?1 AND day < ?2 ORDER BY day")?;
-    let mut rows = stmt.query(params![from, to])?;
-    while let Some(row) = rows.next()? {
-        let day: DayRollup = serde_json::from_str(row.get_ref(0)?.as_str()?)?;
+    db.each_day_rollup((from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)), |json| {
+        let day: DayRollup = serde_json::from_str(json)?;
         site.merge(&day, false);
-    }
+        Ok(())
+    })?;
     site.points
         .sort_by(|a, b| a.end_ms.cmp(&b.end_ms).then_with(|| a.key.cmp(&b.key)));
-    let users = users_of_period(conn, from_ms, to_ms)?;
+    let users = users_of_period(db, from_ms, to_ms)?;
     Ok(PeriodRollups { site, users })
 }
 
@@ -1104,34 +865,34 @@ fn month_of(day: u64) -> (u64, u64) {
 /// Every user's totals over `[from_ms, to_ms)`, from a row per user and month for its whole
 /// months and a row per user and day for the rest.
 pub fn users_of_period(
-    conn: &Connection,
+    db: &ReadStore,
     from_ms: u64,
     to_ms: u64,
 ) -> anyhow::Result<BTreeMap<String, Totals>> {
     let spans = Spans::of(from_ms, to_ms);
-    let days = "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day";
-    let months = "SELECT user, totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
-         ORDER BY month";
     let mut users: BTreeMap<String, Totals> = BTreeMap::new();
-    for (sql, (from, to)) in [
-        (days, spans.days_before),
-        (months, spans.months),
-        (days, spans.days_after),
+    let mut add = |user: &str, json: &str| -> mpistat_store::Result<()> {
+        let totals: Totals = serde_json::from_str(json)?;
+        match users.get_mut(user) {
+            Some(sum) => sum.merge(&totals),
+            None => {
+                users.insert(user.to_string(), totals);
+            }
+        }
+        Ok(())
+    };
+    for (months, (from, to)) in [
+        (false, spans.days_before),
+        (true, spans.months),
+        (false, spans.days_after),
     ] {
         if from >= to {
             continue;
         }
-        let mut stmt = conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(params![from, to])?;
-        while let Some(row) = rows.next()? {
-            let user = row.get_ref(0)?.as_str()?;
-            let totals: Totals = serde_json::from_str(row.get_ref(1)?.as_str()?)?;
-            match users.get_mut(user) {
-                Some(sum) => sum.merge(&totals),
-                None => {
-                    users.insert(user.to_string(), totals);
-                }
-            }
+        if months {
+            db.each_user_month_totals((from, to), &mut add)?;
+        } else {
+            db.each_user_day_totals((from, to), &mut add)?;
         }
     }
     Ok(users)
@@ -1139,112 +900,45 @@ pub fn users_of_period(
 
 /// One user's whole rollup (routines and biggest jobs too) over `[from_ms, to_ms)`.
 pub fn user_of_period(
-    conn: &Connection,
+    db: &ReadStore,
     user: &str,
     from_ms: u64,
     to_ms: u64,
 ) -> anyhow::Result<Option<UserWeek>> {
-    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
-    let mut stmt = conn.prepare_cached(
-        "SELECT totals, detail FROM rollup_users WHERE user = ?1 AND day >= ?2 AND day < ?3
-         ORDER BY day",
-    )?;
-    let mut rows = stmt.query(params![user, from, to])?;
     let mut sum: Option<UserWeek> = None;
-    while let Some(row) = rows.next()? {
-        let week = user_week(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
-        match &mut sum {
-            Some(sum) => sum.merge(&week),
-            None => sum = Some(week),
-        }
-    }
+    db.each_user_day_rollup(
+        user,
+        (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)),
+        |totals, detail| {
+            let week = user_week(totals, detail)?;
+            match &mut sum {
+                Some(sum) => sum.merge(&week),
+                None => sum = Some(week),
+            }
+            Ok(())
+        },
+    )?;
     Ok(sum)
 }
 
 /// Jobs, CPU time, MPI time and users of `[from_ms, to_ms)` from the rollups' columns.
-pub fn totals_of_period(
-    conn: &Connection,
-    from_ms: u64,
-    to_ms: u64,
-) -> anyhow::Result<crate::db::PeriodTotals> {
+pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodTotals> {
     let spans = Spans::of(from_ms, to_ms);
-    Ok(conn.query_row(
-        "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user) FROM (
-             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?1 AND day < ?2
-             UNION ALL
-             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_user_months
-             WHERE month >= ?3 AND month < ?4
-             UNION ALL
-             SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?5 AND day < ?6)",
-        params![
-            spans.days_before.0,
-            spans.days_before.1,
-            spans.months.0,
-            spans.months.1,
-            spans.days_after.0,
-            spans.days_after.1
-        ],
-        |row| {
-            Ok(crate::db::PeriodTotals {
-                jobs: row.get::<_, f64>(0)? as u64,
-                wall_ns: row.get::<_, f64>(1)? as u64,
-                mpi_ns: row.get::<_, f64>(2)? as u64,
-                users: row.get(3)?,
-            })
-        },
-    )?)
+    Ok(db.totals_of_spans(spans.days_before, spans.months, spans.days_after)?)
 }
 
-/// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
-pub fn hours_between(
-    conn: &Connection,
-    from_hour: u64,
-    to_hour: u64,
-) -> anyhow::Result<Vec<(u64, HourSums)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT hour, jobs, wall_ns, mpi_ns, imbalance_jobs, imbalance_weighted,
-             imbalance_wall_ns, escalated_traces
-         FROM rollup_hours WHERE hour >= ?1 AND hour < ?2 ORDER BY hour",
-    )?;
-    let rows = stmt.query_map(params![from_hour, to_hour], |row| {
-        Ok((
-            row.get(0)?,
-            HourSums {
-                jobs: row.get(1)?,
-                wall_ns: row.get(2)?,
-                mpi_ns: row.get(3)?,
-                imbalance_jobs: row.get(4)?,
-                imbalance_weighted: row.get(5)?,
-                imbalance_wall_ns: row.get(6)?,
-                escalated_traces: row.get(7)?,
-            },
-        ))
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// Call `f` with each row of `rollup_hour_groups` of `dimension` in the hours
-/// `[from_hour, to_hour)`: its hour, name and sums.
+/// Call `f` with each stored sum of `dimension` in the hours `[from_hour, to_hour)`: its hour,
+/// name and sums.
 pub fn each_hour_group(
-    conn: &Connection,
+    db: &ReadStore,
     dimension: Dimension,
     from_hour: u64,
     to_hour: u64,
     mut f: impl FnMut(u64, &str, GroupSums),
 ) -> anyhow::Result<()> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT hour, name, jobs, wall_ns, mpi_ns FROM rollup_hour_groups
-         WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3",
-    )?;
-    let mut rows = stmt.query(params![dimension.name(), from_hour, to_hour])?;
-    while let Some(row) = rows.next()? {
-        let sums = GroupSums {
-            jobs: row.get(2)?,
-            wall_ns: row.get(3)?,
-            mpi_ns: row.get(4)?,
-        };
-        f(row.get(0)?, row.get_ref(1)?.as_str()?, sums);
-    }
+    db.each_hour_group(dimension.name(), (from_hour, to_hour), |hour, name, row| {
+        f(hour, name, row)
+    })?;
     Ok(())
 }
 

@@ -1,22 +1,92 @@
 //! The site configuration and database the site-side commands (`ingest`, `digest`,
-//! `site-report`, `serve`, `rebuild-rollups`, `escalate`) work with.
+//! `site-report`, `serve`, `rebuild-rollups`, `escalate`, `db`) work with: readers open it with
+//! the store's read handle, writers with its write handle, and only ingest and `mpistat db
+//! migrate` upgrade it.
 
 use crate::cli::DatabaseArgs;
-use crate::db::Database;
 use anyhow::Context;
 use mpistat_site::{ConfigProblem, SiteConfig};
+use mpistat_store::{ReadStore, WriteStore};
 use std::path::{Path, PathBuf};
 
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
-/// it names (or `--database`), creating its directory if needed; its rollups are built if they are not yet or are out of date ([`crate::rollup::ensure_built`]).
-pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Database)> {
-    let (config, db) = load_without_rollups(args)?;
-    // A reader that cannot write the database still reads the rollups as they are.
-    if let Err(e) = crate::rollup::ensure_built(&db, &config.site_report) {
-        eprintln!("mpistat: the rollups are not rebuilt: {e:#}");
+/// it names (or `--database`) to read ([`ReadStore`]: read-only, never upgraded nor changed).
+/// Rollups that are out of date (a database upgraded from before them, or other critical-job
+/// thresholds) are read as they are, and said on stderr: the write side rebuilds them.
+pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, ReadStore)> {
+    let (config, database) = config_and_database(args)?;
+    let db = ReadStore::open(&database)?;
+    say_if_rollups_out_of_date(&db, &config)?;
+    Ok((config, db))
+}
+
+/// Say on stderr if the rollups of `db` are out of date ([`crate::rollup::out_of_date`]): a
+/// reader reads them as they are.
+pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow::Result<()> {
+    if let Some(why) = crate::rollup::out_of_date(db, &config.site_report)? {
+        eprintln!(
+            "mpistat: {why}: the rollups are read as they are (mpistat ingest, or `mpistat db \
+             migrate`, rebuilds them)"
+        );
     }
+    Ok(())
+}
+
+/// The site configuration and the database to write, as it is ([`open_writer`]):
+/// `rebuild-rollups`, the mails' bookkeeping.
+pub fn load_writer(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+    let (config, database) = config_and_database(args)?;
+    Ok((config, open_writer(&database, false)?))
+}
+
+/// The site configuration and the database to write, created if needed and brought up to date
+/// ([`open_writer`] with migrations), its rollups rebuilt if they are out of date
+/// ([`crate::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
+/// migrate`.
+pub fn load_and_migrate(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+    let (config, database) = config_and_database(args)?;
+    let db = open_writer(&database, true)?;
+    crate::rollup::ensure_built(&db, &config.site_report)?;
     db.report_quarantined(&mut std::io::stderr())?;
     Ok((config, db))
+}
+
+/// `mpistat db migrate`: [`load_and_migrate`], then every stored record read, those that cannot
+/// be used moved to the rejected entries (said on stderr).
+pub fn migrate_command(args: &DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
+    let (_, db) = load_and_migrate(args)?;
+    let read = db.quarantine_unusable()?;
+    let quarantined = db.take_quarantined();
+    for done in &quarantined {
+        eprintln!("mpistat: {done}");
+    }
+    eprintln!(
+        "database {}: schema {} (up to date), {read} stored records read, {} not usable",
+        db.path().unwrap_or_default().display(),
+        mpistat_store::MIGRATIONS.len(),
+        quarantined.len()
+    );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Open the database at `path` to write, private to its owner whatever the umask (every user's
+/// jobs are in it): created with its directory and brought up to date if `migrate`, else
+/// refused unless it has this mpistat's schema.
+pub fn open_writer(path: &Path, migrate: bool) -> anyhow::Result<WriteStore> {
+    if migrate {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+    }
+    if migrate || path.exists() {
+        crate::private::owner_only_database(path)?;
+    }
+    Ok(if migrate {
+        WriteStore::open(path)?
+    } else {
+        WriteStore::open_current(path)?
+    })
 }
 
 /// Why a site-side command does not start: its configuration cannot be used as it is. Only the
@@ -44,16 +114,12 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
     }
 }
 
-/// [`load`] without looking at the rollups.
-pub fn load_without_rollups(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Database)> {
+/// The site configuration and the database it names (or `--database`).
+pub fn config_and_database(args: &DatabaseArgs) -> Result<(SiteConfig, PathBuf), ConfigError> {
     let config = config(args.config.as_deref())?;
     let database = args
         .database
         .clone()
         .unwrap_or_else(|| config.database.path.clone());
-    if let Some(dir) = database.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let db = Database::open(&database)?;
-    Ok((config, db))
+    Ok((config, database))
 }

@@ -17,10 +17,10 @@ mod common;
 mod forge;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_digest::db::Database;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::WriteStore;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,7 +51,7 @@ fn options(log: &Path) -> Options {
     common::ingest_options(log)
 }
 
-fn ingest(db: &mut Database, options: &Options) -> RunStats {
+fn ingest(db: &mut WriteStore, options: &Options) -> RunStats {
     let mut err = Vec::new();
     let stats = run_once(db, options, &mut err).unwrap();
     eprintln!("{stats:?} {}", String::from_utf8_lossy(&err));
@@ -71,7 +71,7 @@ fn forged(record: &JobRecord) -> Vec<String> {
     forge::encode_v2_with_index(record, &JobIndex::of(record))
 }
 
-fn rejected(db: &Database) -> Vec<(String, String, String, String)> {
+fn rejected(db: &WriteStore) -> Vec<(String, String, String, String)> {
     db.rejected().unwrap()
 }
 
@@ -106,7 +106,7 @@ fn records_beyond_the_limits_are_rejected_as_oversized_saying_why() {
     std::fs::write(&log, text).unwrap();
     eprintln!("log of {} bytes", std::fs::metadata(&log).unwrap().len());
 
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let started = std::time::Instant::now();
     let stats = ingest(&mut db, &options(&log));
     eprintln!("ingest took {:?}", started.elapsed());
@@ -144,7 +144,7 @@ fn a_stored_record_beyond_the_limits_is_quarantined_by_its_reader() {
     let log = dir.join("records.log");
     let job = week_of_jobs(1).remove(0);
     std::fs::write(&log, syslog_lines(&job, Some(job.uid)).concat()).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &options(&log));
     let mut huge = job.clone();
     huge.routines[0].hist = vec![3; 20_000_000];
@@ -155,8 +155,8 @@ fn a_stored_record_beyond_the_limits_is_quarantined_by_its_reader() {
         json.len(),
         deflated.len()
     );
-    db.conn
-        .execute("UPDATE jobs SET record = ?1", [&deflated])
+    let hex: String = deflated.iter().map(|b| format!("{b:02x}")).collect();
+    db.execute_batch(&format!("UPDATE jobs SET record = x'{hex}'"))
         .unwrap();
     assert!(db.job(&job.key()).unwrap().is_none(), "not shown");
     let quarantined = db.take_quarantined();
@@ -194,7 +194,7 @@ fn an_incomplete_record_does_not_keep_a_live_log_from_moving_on() {
     }
     file.write_all(after.as_bytes()).unwrap();
     drop(file);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let opts = options(&log);
     let first = ingest(&mut db, &opts);
     assert_eq!(first.new_jobs, 399);
@@ -221,7 +221,7 @@ fn an_incomplete_record_does_not_keep_a_live_log_from_moving_on() {
     let log = dir.join("waiting.log");
     let soon = after.replace(later, "2026-11-18T10:01:00.000000+00:00");
     std::fs::write(&log, format!("{}{soon}", cut.concat())).unwrap();
-    let mut db = Database::open(&dir.join("waiting.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("waiting.sqlite")).unwrap();
     let opts = options(&log);
     ingest(&mut db, &opts);
     assert_eq!(rejected(&db), vec![], "still within its grace");
@@ -249,7 +249,7 @@ fn a_run_reads_again_at_most_the_reread_limit() {
     let reread_max = mpistat_digest::ingest::REREAD_MAX as usize;
     text.push_str(&filler.repeat(reread_max / filler.len() + 1));
     std::fs::write(&log, &text).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let opts = Options {
         grace: Duration::from_secs(3600),
         ..options(&log)
@@ -277,7 +277,7 @@ fn a_run_reads_again_at_most_the_reread_limit() {
     let log = dir.join("short.log");
     let short: String = cut.iter().map(|l| untimed(l)).collect::<String>() + &filler.repeat(1000);
     std::fs::write(&log, &short).unwrap();
-    let mut db = Database::open(&dir.join("short.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("short.sqlite")).unwrap();
     let opts = Options {
         grace: Duration::from_secs(3600),
         ..options(&log)
@@ -346,22 +346,15 @@ fn the_escalation_list_holds_no_over_long_application_and_few_entries_a_user() {
         jobs.push(job);
     }
     std::fs::write(&log, text).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 12);
     // A job stored before the limits, whose application is 5 MB long (its row changed so).
-    let long_app = "/".repeat(5_000_000);
-    db.conn
-        .execute(
-            "UPDATE escalation_queue SET app = ?1 WHERE id = (SELECT min(id) FROM jobs)",
-            [&long_app],
-        )
-        .unwrap();
-    db.conn
-        .execute(
-            "UPDATE jobs SET app = ?1, exe = ?1 WHERE id = (SELECT min(id) FROM jobs)",
-            [&long_app],
-        )
-        .unwrap();
+    let long_app = "replace(hex(zeroblob(2500000)), '0', '/')";
+    db.execute_batch(&format!(
+        "UPDATE escalation_queue SET app = {long_app} WHERE id = (SELECT min(id) FROM jobs);
+         UPDATE jobs SET app = {long_app}, exe = {long_app} WHERE id = (SELECT min(id) FROM jobs)"
+    ))
+    .unwrap();
     // An old list with an over-long entry of bob's.
     let list = dir.join("escalation.list");
     std::fs::write(
@@ -428,7 +421,7 @@ fn on_a_log_host_a_record_waits_by_its_own_relays_clock() {
     let node2 = syslog_lines(&jobs[1], Some(jobs[1].uid));
     let node2 = relayed("node2.cluster", "2026-11-18T10:00:00.000000+00:00", &node2);
     std::fs::write(&log, format!("{before}{node2}")).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     assert_eq!(ingest(&mut db, &options(&log)).new_jobs, 1);
     assert_eq!(rejected(&db), vec![], "node1's clock has not moved on");
     // node1's queue goes on: the last part, a second later by its clock.
@@ -444,7 +437,7 @@ fn on_a_log_host_a_record_waits_by_its_own_relays_clock() {
     let node1 = syslog_lines(&jobs[2], Some(jobs[2].uid));
     let node1 = relayed("node1.cluster", "2026-11-18T09:05:00.000000+00:00", &node1);
     std::fs::write(&log, format!("{before}{node1}")).unwrap();
-    let mut db = Database::open(&dir.join("moved-on.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("moved-on.sqlite")).unwrap();
     ingest(&mut db, &options(&log));
     let kinds: Vec<String> = rejected(&db).into_iter().map(|r| r.0).collect();
     assert_eq!(kinds, ["incomplete"]);
@@ -474,7 +467,7 @@ fn records_waiting_for_parts_are_bounded_over_all_senders() {
         }
     }
     std::fs::write(&log, &text).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let opts = Options {
         grace: Duration::ZERO,
         ..options(&log)
@@ -535,7 +528,7 @@ fn a_record_across_a_commit_is_stored_whole() {
         .collect();
     std::fs::write(dir.join("records.log.1"), untimed).unwrap();
     std::fs::write(&log, "uid=0 pid=1 gid=0 kernel: the new file\n").unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let opts = Options {
         batch_lines: 3,
         ..options(&log)

@@ -12,7 +12,6 @@ mod common;
 mod forge;
 
 use common::{syslog_lines, week_of_jobs, USERS};
-use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options, RunStats};
 use mpistat_digest::mail::mails;
@@ -21,6 +20,7 @@ use mpistat_digest::rollup::rebuild;
 use mpistat_record::model::TraceInfo;
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::WriteStore;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -32,7 +32,7 @@ fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
-fn ingest(db: &mut Database, log: &Path) -> RunStats {
+fn ingest(db: &mut WriteStore, log: &Path) -> RunStats {
     let options = Options {
         // Names are checked against the invented users, not the machine's.
         accounts: Some(Arc::new(Table::new(USERS))),
@@ -113,7 +113,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
 
     // Ingest reads the records (for the rollups) and rejects both as corrupt, by their senders'
     // indexes (their senders are those the indexes name: not forged, but not usable).
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let stats = ingest(&mut db, &log);
     assert_eq!((stats.records, stats.new_jobs, stats.rejected), (10, 10, 2));
 
@@ -134,7 +134,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
     // Every mail is that of a database that never held the forgeries, and root gets none.
     let week = IsoWeek::parse("2026-W47").unwrap();
     let forged = mails(&db, &config, week, None).unwrap();
-    let mut clean_db = Database::open(&dir.join("clean.sqlite")).unwrap();
+    let mut clean_db = WriteStore::open(&dir.join("clean.sqlite")).unwrap();
     ingest(&mut clean_db, &honest);
     let clean = mails(&clean_db, &config, week, None).unwrap();
     let users = |mails: &[mpistat_mailer::Mail]| -> Vec<String> {
@@ -188,7 +188,7 @@ fn the_job_page_of_a_forgery_is_not_served() {
     let mut text = std::fs::read_to_string(&honest).unwrap();
     text.push_str(&forged_lines(&bobs));
     std::fs::write(&log, text).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &log);
     assert_eq!(db.job(&jobs[3].key()).unwrap(), Some(jobs[3].clone()));
     assert_eq!(db.job(&bobs.key()).unwrap(), None);
@@ -207,14 +207,13 @@ fn the_job_page_of_a_forgery_is_not_served() {
 fn an_unreadable_stored_record_does_not_stop_the_digest() {
     let dir = temp_dir("unreadable");
     let (honest, jobs) = honest_log(&dir);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &honest);
-    db.conn
-        .execute(
-            "UPDATE jobs SET record = x'00ff00ff' WHERE key = ?1",
-            [jobs[0].key()],
-        )
-        .unwrap();
+    db.execute_batch(&format!(
+        "UPDATE jobs SET record = x'00ff00ff' WHERE key = '{}'",
+        jobs[0].key()
+    ))
+    .unwrap();
     let week = IsoWeek::parse("2026-W47").unwrap();
     let all = mails(&db, &SiteConfig::default(), week, None).unwrap();
     assert_eq!(all.len(), 5);
@@ -252,19 +251,18 @@ fn ingest_reports_what_its_escalation_quarantined() {
         .collect();
     std::fs::write(&log, text).unwrap();
     let db_path = dir.join("db.sqlite");
-    let mut db = Database::open(&db_path).unwrap();
+    let mut db = WriteStore::open(&db_path).unwrap();
     assert_eq!(ingest(&mut db, &log).new_jobs, 3);
     assert_eq!(
         db.queued_jobs().unwrap().len(),
         1,
         "the traced job is queued"
     );
-    db.conn
-        .execute(
-            "UPDATE jobs SET record = x'00ff00ff', model_version = NULL WHERE key = ?1",
-            [jobs[2].key()],
-        )
-        .unwrap();
+    db.execute_batch(&format!(
+        "UPDATE jobs SET record = x'00ff00ff', model_version = NULL WHERE key = '{}'",
+        jobs[2].key()
+    ))
+    .unwrap();
     drop(db);
     let config = dir.join("site.toml");
     std::fs::write(
@@ -305,7 +303,7 @@ fn ingest_reports_what_its_escalation_quarantined() {
         )) && err.contains("moved to the rejected entries (mpistat ingest --report)"),
         "{err}"
     );
-    let db = Database::open(&db_path).unwrap();
+    let db = WriteStore::open(&db_path).unwrap();
     assert_eq!(db.job_count().unwrap(), 2);
     let rejected = db.rejected().unwrap();
     assert_eq!(rejected.len(), 1, "{rejected:?}");

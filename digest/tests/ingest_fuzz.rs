@@ -12,8 +12,8 @@ mod common;
 mod counting;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_digest::db::Database;
 use mpistat_digest::ingest::{run_once, Options};
+use mpistat_store::WriteStore;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use std::collections::HashSet;
@@ -139,17 +139,16 @@ fn our_lines(lines: &[Vec<u8>]) -> Vec<(u64, Option<String>)> {
 }
 
 /// Everything of ours in `lines` is either stored or rejected (by job key, or by line).
-fn check_accounted(db: &Database, log: &Path, lines: &[Vec<u8>]) -> Result<(), TestCaseError> {
+fn check_accounted(db: &WriteStore, log: &Path, lines: &[Vec<u8>]) -> Result<(), TestCaseError> {
     let first = &lines[0];
     let head = &first[..first.len().min(1024)];
     let file_id = format!("{:08x}", crc32fast::hash(head));
+    let mut stored: HashSet<String> = HashSet::new();
+    db.each_filed_job_ended_between(0, i64::MAX as u64, |filed, _| {
+        stored.insert(filed.key.clone());
+    })
+    .unwrap();
     let refs: HashSet<String> = db.rejected().unwrap().into_iter().map(|r| r.1).collect();
-    let mut stmt = db.conn.prepare("SELECT key FROM jobs").unwrap();
-    let stored: HashSet<String> = stmt
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
     for (offset, key) in our_lines(lines) {
         let by_line = refs.contains(&format!("{file_id}:{offset}"));
         // Stored under `<wire key>-<uid>`; rejected under the wire key (and `/<why>`).
@@ -204,7 +203,7 @@ fn any_log_is_ingested_accounting_for_every_line_in_bounded_memory() {
                 let log = dir.join(format!("case-{}.log", case.get()));
                 std::fs::write(&log, lines.concat()).unwrap();
                 let mut db =
-                    Database::open(&dir.join(format!("case-{}.sqlite", case.get()))).unwrap();
+                    WriteStore::open(&dir.join(format!("case-{}.sqlite", case.get()))).unwrap();
                 let options = Options {
                     // Every incomplete record is reported in this run.
                     grace: Duration::ZERO,

@@ -13,13 +13,13 @@ mod known;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use known::{Known, Owner};
-use mpistat_digest::db::Database;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
 use mpistat_digest::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::WriteStore;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -155,18 +155,18 @@ fn options(log: &Path) -> Options {
     }
 }
 
-fn ingest(db: &mut Database, log: &Path) {
+fn ingest(db: &mut WriteStore, log: &Path) {
     let mut err = Vec::new();
     run_once(db, &options(log), &mut err).unwrap();
     assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
 }
 
 /// The database of the known jobs, job 1's analysis stored as the escalation would.
-fn known_database(dir: &Path) -> (Database, PathBuf) {
+fn known_database(dir: &Path) -> (WriteStore, PathBuf) {
     let records: Vec<JobRecord> = known_jobs().iter().map(Known::record).collect();
     let log = dir.join("records.log");
     append_log(&log, &records);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &log);
     assert_eq!(db.job_count().unwrap(), 6);
     let analysis = AnalysisRecord {
@@ -345,14 +345,11 @@ fn a_late_record_and_a_rebuild() {
 }
 
 /// The hour (unix ms / 1 h) the newest rejected entry was made in.
-fn rejected_hour(db: &Database) -> u64 {
-    let ms: i64 = db
-        .conn
-        .query_row("SELECT max(rejected_ms) FROM rejected", [], |row| {
-            row.get(0)
-        })
+fn rejected_hour(db: &WriteStore) -> u64 {
+    let ms: u64 = db.column("SELECT max(rejected_ms) FROM rejected").unwrap()[0]
+        .parse()
         .unwrap();
-    ms as u64 / HOUR_MS
+    ms / HOUR_MS
 }
 
 #[test]
@@ -374,7 +371,7 @@ fn rejected_entries_are_counted_in_the_hour_they_were_made() {
     let whole = syslog_lines(&jobs[2], Some(jobs[2].uid));
     text += &whole[..whole.len() - 1].concat();
     std::fs::write(&log, &text).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let options = |log: &Path| Options {
         accounts: Some(Arc::new(Table::new(USERS))),
         grace: std::time::Duration::ZERO,
@@ -486,7 +483,7 @@ fn the_names_kept_between_scrapes_are_those_counted_afresh() {
         .map(|n| job(n, first + u64::from(n) * 37 * MINUTE_MS).record())
         .collect();
     append_log(&log, &records);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &log);
     let kept = TopCache::default();
     let mut n = 1000;
@@ -529,12 +526,13 @@ fn the_names_kept_between_scrapes_are_those_counted_afresh() {
 }
 
 /// A database of the schema before the hour rollups (as the mpistat before left it: its jobs,
-/// an analysis, no hour rollups or metrics counts) gets them when a command first opens it: its windows give
+/// an analysis, no hour rollups or metrics counts) gets them when it is migrated: its windows give
 /// the figures of a database kept by ingest, but for the jobs meeting the escalation rule,
 /// counted only as ingest stores jobs (docs/metrics.md, "Upgrading").
 #[test]
 fn an_older_database_gets_its_hour_rollups() {
-    use mpistat_digest::db::MIGRATIONS;
+    use mpistat_store::test_support::{column, execute_batch};
+    use mpistat_store::MIGRATIONS;
     let dir = temp_dir("upgrade");
     std::fs::create_dir(dir.join("current")).unwrap();
     let (db, _) = known_database(&dir.join("current"));
@@ -547,35 +545,34 @@ fn an_older_database_gets_its_hour_rollups() {
         .position(|m| m.contains("CREATE TABLE rollup_hours"))
         .unwrap();
     let old_path = dir.join("old.sqlite");
-    let old = rusqlite::Connection::open(&old_path).unwrap();
-    old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
-    old.pragma_update(None, "user_version", before).unwrap();
-    old.execute(
-        "ATTACH ?1 AS current",
-        [dir.join("current/db.sqlite").to_str().unwrap()],
+    execute_batch(
+        &old_path,
+        &format!(
+            "{} PRAGMA user_version = {before}",
+            MIGRATIONS[..before].concat()
+        ),
     )
     .unwrap();
     for table in ["jobs", "analyses", "rejected"] {
-        let columns: Vec<String> = old
-            .prepare(&format!(
-                "SELECT name FROM pragma_table_info('{table}', 'main')"
-            ))
-            .unwrap()
-            .query_map([], |row| row.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        let columns = columns.join(", ");
-        old.execute_batch(&format!(
-            "INSERT INTO main.{table} ({columns}) SELECT {columns} FROM current.{table}"
-        ))
+        let columns = column(
+            &old_path,
+            &format!("SELECT name FROM pragma_table_info('{table}', 'main')"),
+        )
+        .unwrap()
+        .join(", ");
+        execute_batch(
+            &old_path,
+            &format!(
+                "ATTACH '{}' AS current;
+                 INSERT INTO main.{table} ({columns}) SELECT {columns} FROM current.{table}",
+                dir.join("current/db.sqlite").display()
+            ),
+        )
         .unwrap();
     }
-    old.execute_batch("DETACH current").unwrap();
-    drop(old);
 
-    // As every command opens it (`site::load`).
-    let upgraded = Database::open(&old_path).unwrap();
+    // As the write side's explicit step opens it (ingest's start, `mpistat db migrate`).
+    let upgraded = WriteStore::open(&old_path).unwrap();
     ensure_built(&upgraded, &SiteConfig::default().site_report).unwrap();
     let figures = metrics::gather(&upgraded, NOW_MS, 10, &TopCache::default()).unwrap();
     for (got, want) in figures.windows.iter().zip(&kept.windows) {

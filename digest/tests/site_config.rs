@@ -70,7 +70,7 @@ fn site_commands_refuse_a_configuration_they_cannot_use() {
         log.to_str().unwrap(),
         pages.to_str().unwrap(),
     );
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 9] = [
         &["ingest", "--database", db, log],
         &["ingest", "--report", "--database", db],
         &["digest", "--database", db, "--week", "2026-W47"],
@@ -85,6 +85,7 @@ fn site_commands_refuse_a_configuration_they_cannot_use() {
         ],
         &["serve", "--database", db, "--listen", "127.0.0.1:0"],
         &["rebuild-rollups", "--database", db],
+        &["db", "migrate", "--database", db],
         &["escalate", "list"],
         &["escalate", "remove", "root"],
     ];

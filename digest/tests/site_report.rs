@@ -11,7 +11,6 @@
 mod common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
-use mpistat_digest::db::{inflated_record, Database};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
@@ -21,6 +20,8 @@ use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::{SiteConfig, SiteReportConfig};
+use mpistat_store::test_support::{column, execute_batch};
+use mpistat_store::{inflated_record, WriteStore};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -44,10 +45,10 @@ fn temp_dir(label: &str) -> PathBuf {
 }
 
 /// A database of `records`, ingested from their syslog lines like the real thing.
-fn database(dir: &Path, records: &[JobRecord]) -> Database {
+fn database(dir: &Path, records: &[JobRecord]) -> WriteStore {
     let log = dir.join("records.log");
     append_log(&log, records);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let options = Options {
         // Names are checked against the records' own (invented) users, not the machine's.
         accounts: Some(Arc::new(Table::new(
@@ -111,7 +112,7 @@ fn static_place(site: &StaticJobs) -> Place<'_> {
 
 /// Every page of `period` as the server shows it to an admin, sorted in every way, and as the
 /// static site has it, by name.
-fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
+fn every_page(db: &WriteStore, period: &Period) -> BTreeMap<String, String> {
     let config = SiteConfig::default();
     let s = summarise(db, period, &config).unwrap();
     let live = Place {
@@ -167,11 +168,7 @@ fn every_page(db: &Database, period: &Period) -> BTreeMap<String, String> {
             pages.insert(format!("user {} {sort}", digest.user), html);
         }
     }
-    let site = db
-        .conn
-        .path()
-        .map(|p| PathBuf::from(p).with_extension("site"))
-        .unwrap();
+    let site = db.path().map(|p| p.with_extension("site")).unwrap();
     let _ = std::fs::remove_dir_all(&site);
     write_site(db, &config, period, &site, &[]).unwrap();
     for file in ["index", "charts", "tables", "critical", "users"] {
@@ -206,7 +203,7 @@ fn rollups_kept_by_ingest_equal_a_rebuild() {
     append_log(&log, rest);
     // Some jobs again, in a later commit: stored once, counted once.
     append_log(&log, &records[..50]);
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     let options = Options {
         accounts: Some(Arc::new(Table::new(
             records.iter().map(|r| (r.user.as_str(), r.uid)),
@@ -216,11 +213,7 @@ fn rollups_kept_by_ingest_equal_a_rebuild() {
     };
     run_once(&mut db, &options, &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), records.len() as u64);
-    let commits: u64 = db
-        .conn
-        .query_row("SELECT count(*) FROM positions", [], |r| r.get(0))
-        .unwrap();
-    assert!(commits > 0);
+    assert!(!db.positions().unwrap().is_empty());
     let period = Period::month("2026-11").unwrap();
     let kept = every_page(&db, &period);
     let week = Period::parse("2026-W47").unwrap();
@@ -357,7 +350,7 @@ fn the_search_finds_users_job_ids_and_applications() {
 struct LateJobs {
     log: PathBuf,
     options: Options,
-    db: Database,
+    db: WriteStore,
     slices: Vec<Vec<JobRecord>>,
     /// Jobs ingested that ended before where the rebuild had got to, and the others.
     behind: usize,
@@ -372,7 +365,7 @@ impl LateJobs {
         first: &[JobRecord],
         rest: &[JobRecord],
         slice: usize,
-    ) -> (LateJobs, Database) {
+    ) -> (LateJobs, WriteStore) {
         let log = dir.join("records.log");
         append_log(&log, first);
         let options = Options {
@@ -385,12 +378,12 @@ impl LateJobs {
         // Each slice has jobs of the whole month.
         let count = rest.len().div_ceil(slice);
         let path = dir.join("db.sqlite");
-        let mut db = Database::open(&path).unwrap();
+        let mut db = WriteStore::open(&path).unwrap();
         run_once(&mut db, &options, &mut Vec::new()).unwrap();
         let late = LateJobs {
             log,
             options,
-            db: Database::open(&path).unwrap(),
+            db: WriteStore::open(&path).unwrap(),
             slices: (0..count)
                 .map(|k| rest.iter().skip(k).step_by(count).cloned().collect())
                 .collect(),
@@ -539,7 +532,7 @@ fn rollups_rebuilt_with_other_thresholds_than_ingests() {
         late.behind
     );
     let period = Period::month("2026-11").unwrap();
-    let critical = |db: &Database| {
+    let critical = |db: &WriteStore| {
         summarise(db, &period, &SiteConfig::default())
             .unwrap()
             .critical_jobs
@@ -606,8 +599,7 @@ fn an_upgraded_database_gets_its_rollups() {
     let period = Period::month("2026-11").unwrap();
     let kept = every_page(&db, &period);
     // Back to schema 7: no rollup tables, no indexes for the pages, jobs under their wire keys.
-    db.conn
-        .execute_batch(
+    db.execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
              DROP INDEX jobs_by_app; DROP TABLE partial_inbox; DROP TABLE rollup_hours;
@@ -620,12 +612,11 @@ fn an_upgraded_database_gets_its_rollups() {
         )
         .unwrap();
     drop(db);
-    let db = Database::open(&dir.join("db.sqlite")).unwrap();
-    let days: u64 = db
-        .conn
-        .query_row("SELECT count(*) FROM rollup_days", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(days, 0, "made by the first command with the configuration");
+    let db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
+    assert!(
+        db.rollup_state("stale").unwrap().is_some(),
+        "made by the first command that migrates"
+    );
     ensure_built(&db, &SiteConfig::default().site_report).unwrap();
     let upgraded = every_page(&db, &period);
     for (name, html) in &kept {
@@ -1298,10 +1289,10 @@ fn halves_of_an_abort(job: &JobRecord) -> (JobRecord, JobRecord) {
 
 /// Ingest `logs` (each a run's new lines, appended to one log) into a new database in `dir`;
 /// halves wait for each other as long as they need (`partial_grace`).
-fn ingest_runs(dir: &Path, logs: &[Vec<JobRecord>], partial_grace: Duration) -> Database {
+fn ingest_runs(dir: &Path, logs: &[Vec<JobRecord>], partial_grace: Duration) -> WriteStore {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).unwrap();
-    let mut db = Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     for records in logs {
         ingest_run(&mut db, dir, records, partial_grace);
     }
@@ -1310,7 +1301,7 @@ fn ingest_runs(dir: &Path, logs: &[Vec<JobRecord>], partial_grace: Duration) -> 
 
 /// One ingest run into `db` of `dir`'s log, to which `records` are appended first; a half
 /// waits `partial_grace` (since it was held) for its other half.
-fn ingest_run(db: &mut Database, dir: &Path, records: &[JobRecord], partial_grace: Duration) {
+fn ingest_run(db: &mut WriteStore, dir: &Path, records: &[JobRecord], partial_grace: Duration) {
     let log = dir.join("records.log");
     append_log(&log, records);
     let options = Options {
@@ -1451,21 +1442,28 @@ fn assert_same_pages(got: &BTreeMap<String, String>, want: &BTreeMap<String, Str
 }
 
 /// The rows of the partial inbox by key: state and record.
-fn inbox(db: &Database) -> BTreeMap<String, (String, JobRecord)> {
-    let mut stmt = db
-        .conn
-        .prepare("SELECT key, state, record FROM partial_inbox")
+fn inbox(db: &WriteStore) -> BTreeMap<String, (String, JobRecord)> {
+    let rows = db
+        .column("SELECT key || ' ' || state || ' ' || hex(record) FROM partial_inbox")
         .unwrap();
-    let rows = stmt
-        .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get::<_, Vec<u8>>(2)?))
+    rows.iter()
+        .map(|row| {
+            let mut fields = row.split(' ');
+            let (key, state, hex) = (fields.next(), fields.next(), fields.next());
+            let hex = hex.unwrap().as_bytes();
+            let deflated: Vec<u8> = hex
+                .chunks(2)
+                .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).unwrap(), 16).unwrap())
+                .collect();
+            (
+                key.unwrap().to_string(),
+                (
+                    state.unwrap().to_string(),
+                    inflated_record(&deflated).unwrap(),
+                ),
+            )
         })
-        .unwrap();
-    rows.map(|row| {
-        let (key, state, deflated) = row.unwrap();
-        (key, (state, inflated_record(&deflated).unwrap()))
-    })
-    .collect()
+        .collect()
 }
 
 /// The site's grace for a half (`ingest.partial_grace_seconds`), and a check that `halves`
@@ -1585,7 +1583,7 @@ fn the_other_half_of_a_half_stored_alone_is_kept_late_not_stored() {
 /// ago), and a half held after the upgrade from when it was held (that run keeps it).
 #[test]
 fn a_half_held_before_the_upgrade_waits_from_its_end() {
-    use mpistat_digest::db::MIGRATIONS;
+    use mpistat_store::MIGRATIONS;
     let dir = temp_dir("held-upgrade");
     let jobs: Vec<JobRecord> = varied_jobs(10, 2, NOVEMBER_START_MS, 20 * DAY_MS).collect();
     let (abort, mut stopped) = halves_of_an_abort(&jobs[3]);
@@ -1602,30 +1600,28 @@ fn a_half_held_before_the_upgrade_waits_from_its_end() {
     std::fs::create_dir_all(&old_dir).unwrap();
     // (Schema 12 noted when halves were held; schema 13 keyed them by wire key and uid.)
     let before = 11;
-    let old = rusqlite::Connection::open(old_dir.join("db.sqlite")).unwrap();
-    old.execute_batch(&MIGRATIONS[..before].concat()).unwrap();
-    old.pragma_update(None, "user_version", before).unwrap();
-    old.execute(
-        "ATTACH ?1 AS current",
-        [dir.join("current/db.sqlite").to_str().unwrap()],
-    )
-    .unwrap();
-    let copied = old
-        .execute(
-            "INSERT INTO main.partial_inbox (end_ms, key, half, uid, look, record, state)
+    let old_path = old_dir.join("db.sqlite");
+    execute_batch(
+        &old_path,
+        &format!(
+            "{} PRAGMA user_version = {before}; ATTACH '{}' AS current;
+             INSERT INTO main.partial_inbox (end_ms, key, half, uid, look, record, state)
              SELECT end_ms, substr(key, 1, instr(key, '-') - 1), half, uid, look, record, state
              FROM current.partial_inbox",
-            [],
-        )
-        .unwrap();
-    assert_eq!(copied, 1);
-    drop(old);
-    let mut db = Database::open(&old_dir.join("db.sqlite")).unwrap();
-    let held_ms: u64 = db
-        .conn
-        .query_row("SELECT held_ms FROM partial_inbox", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(held_ms, abort.end_unix_ms);
+            MIGRATIONS[..before].concat(),
+            dir.join("current/db.sqlite").display()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        column(&old_path, "SELECT count(*) FROM partial_inbox").unwrap(),
+        ["1"]
+    );
+    let mut db = WriteStore::open(&old_path).unwrap();
+    assert_eq!(
+        db.column("SELECT held_ms FROM partial_inbox").unwrap(),
+        [abort.end_unix_ms.to_string()]
+    );
     ingest_run(&mut db, &old_dir, std::slice::from_ref(&stopped), grace);
     assert_eq!(db.job_count().unwrap(), 1);
     assert_eq!(db.job(&abort.key()).unwrap(), Some(abort.clone()));

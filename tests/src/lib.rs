@@ -19,6 +19,7 @@
 
 pub mod certs;
 pub mod machine;
+pub mod postgresql;
 pub mod relay;
 pub mod rsyslog;
 pub mod slurm;
@@ -1725,16 +1726,17 @@ impl AnalysisUsers {
     }
 
     /// The analyses stored in the service's database (`<lib>/mpistat.db`, where both tests put
-    /// it): key, user and summary of each.
+    /// it): key, user and summary of each, by key and user.
     pub fn stored_analyses(lib: &Path) -> Vec<(String, String, Option<String>)> {
-        let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
-        let mut stmt = db
-            .prepare("SELECT key, user, summary FROM analyses ORDER BY key, user")
-            .unwrap();
-        let rows = stmt
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-            .unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
+        let db = mpistat_store::ReadStore::open(&lib.join("mpistat.db")).unwrap();
+        let mut analyses: Vec<_> = db
+            .analyses_by_key()
+            .unwrap()
+            .into_iter()
+            .map(|(key, a)| (key, a.user, a.summary))
+            .collect();
+        analyses.sort();
+        analyses
     }
 }
 

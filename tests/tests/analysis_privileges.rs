@@ -198,18 +198,19 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
 
     // The database: exactly one analysis, Alice's; Mallory's claims are rejected as forged.
     let analyses = AnalysisUsers::stored_analyses(&lib);
-    let db = rusqlite::Connection::open(lib.join("mpistat.db")).unwrap();
+    let db = mpistat_store::ReadStore::open(&lib.join("mpistat.db")).unwrap();
     assert_eq!(
         analyses,
         vec![(second.key(), alice.name.clone(), analysis.summary.clone())]
     );
-    let forged: Vec<String> = db
-        .prepare("SELECT detail FROM rejected WHERE kind = 'forged' ORDER BY detail")
+    let mut forged: Vec<String> = db
+        .rejected()
         .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
+        .into_iter()
+        .filter(|(kind, ..)| kind == "forged")
+        .map(|(.., detail)| detail)
+        .collect();
+    forged.sort();
     let claims_alice = format!(
         "claims uid {} ({}) but uid {} sent it",
         alice.uid, alice.name, mallory.uid
@@ -221,10 +222,10 @@ fn the_analysis_runs_as_the_jobs_user_and_the_digest_reads_no_trace() {
         "{forged:#?}"
     );
     assert!(forged.iter().any(|d| d.contains(&not_his)), "{forged:#?}");
-    let inbox: i64 = db
-        .query_row("SELECT count(*) FROM analysis_inbox", [], |row| row.get(0))
-        .unwrap();
-    assert_eq!(inbox, 0, "every analysis was filed or rejected");
+    assert!(
+        db.analysis_inbox().unwrap().is_empty(),
+        "every analysis was filed or rejected"
+    );
 
     // The weekly mails (as `mpistat`, real SMTP): Alice's level 6, nothing for Mallory.
     let server = SmtpSink::start(port, &dir.path().join("inbox"));

@@ -126,26 +126,20 @@ impl Site {
         (stderr, seconds, peak)
     }
 
-    fn db(&self) -> rusqlite::Connection {
-        rusqlite::Connection::open(self.dir.join("mpistat.db")).unwrap()
+    fn db(&self) -> mpistat_store::ReadStore {
+        mpistat_store::ReadStore::open(&self.dir.join("mpistat.db")).unwrap()
     }
 
-    fn jobs(&self) -> i64 {
-        self.db()
-            .query_row("SELECT count(*) FROM jobs", [], |r| r.get(0))
-            .unwrap()
+    fn jobs(&self) -> u64 {
+        self.db().job_count().unwrap()
     }
 
     /// The rejected rows of `kind` (reference, detail).
     fn rejected(&self, kind: &str) -> Vec<(String, String)> {
-        let db = self.db();
-        let mut stmt = db
-            .prepare("SELECT ref, detail FROM rejected WHERE kind = ?1 ORDER BY ref")
-            .unwrap();
-        let rows = stmt
-            .query_map([kind], |r| Ok((r.get(0)?, r.get(1)?)))
-            .unwrap();
-        rows.map(Result::unwrap).collect()
+        let rows = self.db().rejected().unwrap().into_iter();
+        rows.filter(|(k, ..)| k == kind)
+            .map(|(_, reference, _, detail)| (reference, detail))
+            .collect()
     }
 }
 
@@ -404,10 +398,7 @@ fn records_that_never_complete_keep_ingest_small() {
         total += count;
         let size = std::fs::metadata(&site.records).unwrap().len();
         let (_, seconds, peak) = site.ingest();
-        let db = site.db();
-        let rejected: i64 = db
-            .query_row("SELECT count(*) FROM rejected", [], |r| r.get(0))
-            .unwrap();
+        let rejected = site.db().rejected().unwrap().len();
         eprintln!(
             "{count} lines announcing {parts} parts each (log now {}): ingest {seconds:.2} s, \
              peak {}; {rejected} rejected rows in all",
@@ -415,7 +406,7 @@ fn records_that_never_complete_keep_ingest_small() {
             mb(peak)
         );
         assert_eq!(
-            rejected as usize, total,
+            rejected, total,
             "one row a line (corrupt) or record (incomplete)"
         );
         peaks.push(peak);

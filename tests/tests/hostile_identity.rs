@@ -132,11 +132,31 @@ fn ingest(site: &Path, files: &[&Path]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-fn query<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> Vec<T> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = conn.prepare(sql).unwrap();
-    let rows = stmt.query_map([], |row| row.get(0)).unwrap();
-    rows.collect::<Result<_, _>>().unwrap()
+/// The users of the stored jobs, of the stored analyses (each sorted) and the rejected entries
+/// (kind and detail) of `db`, through the store's read handle.
+fn stored(db: &Path) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let db = mpistat_store::ReadStore::open(db).unwrap();
+    let mut owners: Vec<String> = db
+        .jobs_ended_between(0, i64::MAX as u64)
+        .unwrap()
+        .into_iter()
+        .map(|job| job.user)
+        .collect();
+    owners.sort();
+    let mut analysed: Vec<String> = db
+        .analyses_by_key()
+        .unwrap()
+        .into_values()
+        .map(|a| a.user)
+        .collect();
+    analysed.sort();
+    let rejected = db
+        .rejected()
+        .unwrap()
+        .into_iter()
+        .map(|(kind, _, _, detail)| format!("{kind} {detail}"))
+        .collect();
+    (owners, analysed, rejected)
 }
 
 /// Alice's traced job (a real one, as her) and her analysis of it (`mpistat analyze --send`,
@@ -206,11 +226,9 @@ fn a_copy_of_her_job_sent_first_takes_neither_her_job_nor_her_analysis() {
         "{summary}"
     );
     let db = hers.dir.path().join("mpistat.db");
-    let owners: Vec<String> = query(&db, "SELECT user FROM jobs ORDER BY user");
+    let (owners, analysed, rejected) = stored(&db);
     assert_eq!(owners, [alice.name.clone(), mallory.name.clone()]);
-    let analysed: Vec<String> = query(&db, "SELECT user FROM analyses");
     assert_eq!(analysed, std::slice::from_ref(&alice.name));
-    let rejected: Vec<String> = query(&db, "SELECT kind || ' ' || detail FROM rejected");
     assert!(rejected.is_empty(), "{rejected:#?}");
     // Her weekly mail has her job, his has his.
     let week = this_week();
@@ -301,7 +319,7 @@ fn a_later_copy_shows_him_nothing_of_hers_and_his_analysis_stays_his() {
     let mallorys = job_pages_of(&out, &mallory);
     assert!(mallorys[0].contains("MALLORY-WAS-HERE"), "{}", mallorys[0]);
     let db = hers.dir.path().join("mpistat.db");
-    let analysed: Vec<String> = query(&db, "SELECT user FROM analyses ORDER BY user");
+    let (_, analysed, _) = stored(&db);
     assert_eq!(analysed, [alice.name.clone(), mallory.name.clone()]);
 }
 

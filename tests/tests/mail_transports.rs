@@ -390,7 +390,7 @@ fn state_of_last_week(dir: &Path, label: &str, users: u64, service: &User) -> Pa
     let names: Vec<(String, u32)> = (0..users)
         .map(|u| (format!("user{u}"), 2000 + u as u32))
         .collect();
-    let mut db = mpistat_digest::db::Database::open(&state.join("mpistat.db")).unwrap();
+    let mut db = mpistat_store::WriteStore::open(&state.join("mpistat.db")).unwrap();
     let options = Options {
         accounts: Some(std::sync::Arc::new(Table::new(
             names.iter().map(|(n, u)| (n.as_str(), *u)),

@@ -319,7 +319,7 @@ fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job()
     );
     let ingest = mpistat(&["ingest", log.to_str().unwrap()], &site);
     assert!(ingest.status.success(), "{ingest:?}");
-    let db = mpistat_digest::db::Database::open(&db).unwrap();
+    let db = mpistat_store::ReadStore::open(&db).unwrap();
     assert_eq!(db.job_count().unwrap(), 1);
     let mut expected = stopped.clone();
     expected.partial = Some("MPI_Abort (errorcode 3) on rank 1 on nodeb".into());
@@ -351,7 +351,7 @@ fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job()
         std::io::Write::write_all(&mut log, text.as_bytes()).unwrap();
         let ingest = mpistat(&["ingest", late_log.to_str().unwrap()], &site);
         assert!(ingest.status.success(), "{ingest:?}");
-        let db = mpistat_digest::db::Database::open(&late_db).unwrap();
+        let db = mpistat_store::ReadStore::open(&late_db).unwrap();
         assert_eq!(db.job_count().unwrap(), 1);
         assert_eq!(db.job(&aborting.key()).unwrap().as_ref(), Some(aborting));
     }

@@ -91,20 +91,42 @@ fn stop(machine: &Machine, service: std::process::Child) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
 }
 
-/// `sql`'s count in the machine's database `db` (as seen from the host), read from a copy:
-/// SQLite resolves the symbolic link `/proc/<pid>/root` in the host's mount namespace, where the
-/// machine's files are not.
-fn count(db: &Path, sql: &str) -> i64 {
+/// What the machine's database `db` (as seen from the host) holds, read through the store's
+/// read handle from a copy: SQLite resolves the symbolic link `/proc/<pid>/root` in the host's
+/// mount namespace, where the machine's files are not.
+fn database_of(db: &Path) -> Stored {
     let copy = TempDir::new("package-db");
     let file = copy.path().join("mpistat.db");
     if std::fs::copy(db, &file).is_err() {
-        return 0; // not made yet
+        return Stored::default(); // not made yet
     }
     let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
     let _ = std::fs::copy(wal(db), wal(&file));
-    rusqlite::Connection::open(&file)
-        .and_then(|c| c.query_row(sql, [], |r| r.get(0)))
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    let store = mpistat_store::ReadStore::open(&file).unwrap_or_else(|e| panic!("{e}"));
+    Stored {
+        uids: store
+            .jobs_ended_between(0, i64::MAX as u64)
+            .unwrap()
+            .into_iter()
+            .map(|job| job.uid)
+            .collect(),
+        rejected: store.rejected().unwrap().len(),
+    }
+}
+
+/// What a database holds, as the package tests look at it.
+#[derive(Debug, Default)]
+struct Stored {
+    /// The uid of each stored job.
+    uids: Vec<u32>,
+    /// How many rejected entries.
+    rejected: usize,
+}
+
+impl Stored {
+    fn jobs_of(&self, uid: u32) -> usize {
+        self.uids.iter().filter(|u| **u == uid).count()
+    }
 }
 
 /// `rsyslogd -N1` in the machine: its messages, asserted free of errors and warnings.
@@ -308,8 +330,8 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     // README step: the ingest service, as the installed unit runs it.
     let ingest = start_ingest(&machine);
     let db = machine.path("/var/lib/mpistat/mpistat.db");
-    let jobs = || count(&db, "SELECT count(*) FROM jobs");
-    let stored = |ingest: &mut Option<std::process::Child>, n: i64, what: &str| {
+    let jobs = || database_of(&db).uids.len();
+    let stored = |ingest: &mut Option<std::process::Child>, n: usize, what: &str| {
         if !within(Duration::from_secs(60), || jobs() == n) {
             let said = stop(&machine, ingest.take().unwrap());
             panic!(
@@ -340,16 +362,14 @@ fn the_packages_install_record_attested_jobs_ingest_them_rotate_and_purge_cleanl
     std::thread::sleep(Duration::from_secs(2));
     let said = stop(&machine, ingest.take().unwrap());
     assert_eq!(jobs(), 5, "ingest said: {said}");
+    let held = database_of(&db);
     assert_eq!(
-        count(&db, "SELECT count(*) FROM rejected"),
+        held.rejected,
         0,
         "rejected: {}",
         machine.sh("mpistat ingest --report 2>&1 || true")
     );
-    assert_eq!(
-        count(&db, &format!("SELECT count(*) FROM jobs WHERE uid = {uid}")),
-        5
-    );
+    assert_eq!(held.jobs_of(uid), 5);
     // README step: the check, as the service user.
     let report = machine.sh("su -s /bin/sh mpistat -c 'mpistat ingest --report' 2>&1");
     eprintln!("mpistat ingest --report:\n{report}");
@@ -479,11 +499,11 @@ fn a_node_relays_attested_records_to_the_log_host() {
 
     let ingest = start_ingest(&log_host);
     let db = log_host.path("/var/lib/mpistat/mpistat.db");
-    let stored = within(Duration::from_secs(60), || {
-        count(&db, &format!("SELECT count(*) FROM jobs WHERE uid = {uid}")) == 2
+    let arrived = within(Duration::from_secs(60), || {
+        database_of(&db).jobs_of(uid) == 2
     });
     let said = stop(&log_host, ingest);
-    assert!(stored, "ingest on the log host said: {said}");
-    assert_eq!(count(&db, "SELECT count(*) FROM rejected"), 0, "{said}");
+    assert!(arrived, "ingest on the log host said: {said}");
+    assert_eq!(database_of(&db).rejected, 0, "{said}");
     eprintln!("the relay package test took {:.1?}", started.elapsed());
 }

@@ -242,6 +242,13 @@ fn serve_keeps_answering_while_a_local_user_attacks_it() {
             ),
         )
         .unwrap();
+        // The database is made by the write side (serve only reads), as an admin would.
+        let migrated = as_user_in_group(&service, proxy_gid, mpistat_binary())
+            .args(["db", "migrate", "--config"])
+            .arg(&config)
+            .status()
+            .unwrap();
+        assert!(migrated.success(), "mpistat db migrate");
         let log = std::fs::File::create(d.join("serve.log")).unwrap();
         let child = as_user_in_group(&service, proxy_gid, mpistat_binary())
             .args(["serve", "--listen", &target.arg(), "--config"])

@@ -27,9 +27,10 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn jobs_in(db: &Path) -> i64 {
-    rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .and_then(|c| c.query_row("SELECT count(*) FROM jobs", [], |r| r.get(0)))
+/// The jobs stored in `db` (0 while it is not made yet), read through the store's read handle.
+fn jobs_in(db: &Path) -> u64 {
+    mpistat_store::ReadStore::open(db)
+        .and_then(|store| store.job_count())
         .unwrap_or(0)
 }
 

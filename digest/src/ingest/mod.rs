@@ -6,7 +6,7 @@
 //! syslogd, or on a log host one of its trusted relays), and that uid must be the one the
 //! record's index claims (wire version 2 sends the index next to the record; ingest does not
 //! inflate the record, and whoever reads it later checks it against the index filed, see
-//! [`crate::db`]), and the index's user name must be that uid's in the ingest
+//! [`mpistat_store`]), and the index's user name must be that uid's in the ingest
 //! host's password database ([`accounts`]; a uid and name the host knows neither of are
 //! believed, and the site may turn the check off). Everything that is not stored as a job is
 //! stored as rejected (forged, incomplete, corrupt, ...). Lines are bytes: only our messages,
@@ -73,13 +73,13 @@ pub mod source;
 pub mod trust;
 pub mod writer;
 
-use crate::db::{Database, JobRow, Position, Received, Rejected};
-use crate::pool::OrderedPool;
 use crate::rollup::Rollups;
 use clock::LogClock;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
+use mpistat_store::pool::OrderedPool;
+use mpistat_store::{JobRow, Position, Received, Rejected, WriteStore};
 use source::{Head, Input, Opened};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
@@ -300,7 +300,7 @@ const INGEST_CACHE_KIB: i64 = 524_288;
 
 /// Read every file of `options` from where the last run stopped and store what is new.
 pub fn run_once(
-    db: &mut Database,
+    db: &mut WriteStore,
     options: &Options,
     err: &mut impl Write,
 ) -> anyhow::Result<RunStats> {
@@ -316,24 +316,15 @@ pub fn run_once(
         })
         .collect();
     let incomplete = db.incomplete_keys()?;
-    let cache: i64 = db
-        .conn
-        .query_row("PRAGMA cache_size", [], |row| row.get(0))?;
-    db.conn
-        .pragma_update(None, "cache_size", -INGEST_CACHE_KIB)?;
     // A file database is checkpointed by a thread of its own while the writer goes on.
-    let path = db.conn.path().filter(|p| !p.is_empty()).map(PathBuf::from);
-    let own_checkpoints = path.is_some();
-    if own_checkpoints {
-        db.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-    }
+    let checkpointer = db.start_bulk(INGEST_CACHE_KIB)?;
+    let own_checkpoints = checkpointer.is_some();
     let writer_db = &mut *db;
     let stats = std::thread::scope(|scope| {
         let (requests, commits) = mpsc::sync_channel(1);
         let (done, dones) = mpsc::channel();
-        if own_checkpoints {
-            let path = path.as_deref().expect("a file database");
-            scope.spawn(move || writer::checkpoint(path, commits, done));
+        if let Some(checkpointer) = checkpointer {
+            scope.spawn(move || checkpointer.run(commits, done));
         }
         let committed = own_checkpoints.then(|| writer::Checkpoints::new(requests, dones));
         let (batches, inbox) = mpsc::sync_channel(WRITER_QUEUE);
@@ -404,16 +395,9 @@ pub fn run_once(
             }),
         }
     });
-    if own_checkpoints {
-        db.conn
-            .pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT)?;
-    }
-    db.conn.pragma_update(None, "cache_size", cache)?;
+    db.end_bulk()?;
     stats
 }
-
-/// SQLite's default `wal_autocheckpoint` (pages), which the ingest connection has between runs.
-const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
 
 impl Run<'_> {
     fn read(&mut self, input: Input) -> anyhow::Result<()> {
@@ -621,7 +605,7 @@ impl Run<'_> {
     /// attested sender's and its user name that uid's ([`trust::forgery`]). The uid and
     /// name checked are the index's, which a wire version 2 record carries next to the record
     /// itself: readers of the stored record check the record says the same (see
-    /// [`crate::db::FiledJob`]).
+    /// [`mpistat_store::FiledJob`]).
     fn accept(&mut self, mut job: JobRow, sender: &Sender, file: usize) {
         let index = &job.index;
         let claims = trust::Claims {
@@ -909,7 +893,10 @@ impl Run<'_> {
 fn file_job(job: CompleteJob, rollups: &mut Rollups) -> Outcome {
     match job.kind() {
         Kind::Job => match job.decode() {
-            Ok(decoded) => Ok(Filed::Job(JobRow::decoded(decoded, rollups))),
+            Ok(decoded) => Ok(Filed::Job({
+                rollups.add(&decoded.record);
+                JobRow::decoded(decoded)
+            })),
             Err(problem) => job
                 .indexed()
                 .map(move |indexed| Filed::Job(JobRow::unusable(indexed, problem))),
@@ -946,7 +933,13 @@ const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 /// `mpistat ingest`: one run (or one every [`FOLLOW_INTERVAL`] with `--follow`), then the report
 /// if asked. Fails when a file could not be read.
 pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::ExitCode> {
-    let (config, mut db) = crate::site::load(&args.db)?;
+    if args.files.is_empty() && args.report {
+        // Only the report: a reader, which a read-only database serves.
+        let (_, db) = crate::site::load(&args.db)?;
+        report::print(&db, &mut std::io::stdout().lock())?;
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    let (config, mut db) = crate::site::load_and_migrate(&args.db)?;
     let options = Options {
         batch_lines: args.batch_lines,
         ..Options::from_site(args.files.clone(), &config)

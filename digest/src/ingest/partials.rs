@@ -25,9 +25,9 @@
 //! Held rows stay, marked `merged`, `stored` or `late`, so that reading a record again stores
 //! nothing.
 
-use crate::db::{deflated_record, inflated_record, JobRow, Rejected};
 use mpistat_record::{JobIndex, JobRecord};
-use rusqlite::{params, Transaction};
+use mpistat_store::partials::{HalfState, HeldHalf};
+use mpistat_store::{deflated_record, inflated_record, JobRow, Rejected, WriteTx};
 
 /// The two halves of a job whose rank `R > 0` called `MPI_Abort` on another node than rank 0's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +137,7 @@ fn merged(abort: &JobRecord, stopped: &JobRecord, look: bool) -> JobRow {
 /// A half held before under the same key and end that is not this record is rejected as a
 /// collision ([`JobRow::collision`]). Also returns how many records were rejected so.
 pub fn sort_out(
-    tx: &Transaction,
+    tx: &WriteTx<'_>,
     jobs: Vec<JobRow>,
     now_ms: u64,
 ) -> anyhow::Result<(Vec<JobRow>, bool, u64)> {
@@ -155,42 +155,32 @@ pub fn sort_out(
             continue;
         }
         sorted = true;
-        let held = tx.execute(
-            "INSERT OR IGNORE INTO partial_inbox
-                 (end_ms, key, half, uid, look, record, state, held_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'held', ?7)",
-            params![
-                record.end_unix_ms,
-                job.key,
-                half.name(),
-                record.uid,
-                job.look,
-                job.deflated,
-                now_ms
-            ],
-        )?;
-        if held == 0 {
+        let holding = HeldHalf {
+            end_ms: record.end_unix_ms,
+            key: job.key.clone(),
+            deflated: job.deflated.clone(),
+            look: job.look,
+        };
+        if !tx.hold_half(&holding, half.name(), record.uid, now_ms)? {
             // Read before, or another record under its key and end.
-            let stored: Vec<u8> = tx
-                .prepare_cached("SELECT record FROM partial_inbox WHERE end_ms = ?1 AND key = ?2")?
-                .query_row(params![record.end_unix_ms, job.key], |row| row.get(0))?;
+            let stored = tx.held_record(record.end_unix_ms, &job.key)?;
             if let Some(collision) = job.collision((stored, job.origin.clone())) {
-                reject(tx, &collision)?;
+                tx.insert_rejected(&collision)?;
                 rejected += 1;
             }
             continue;
         }
-        if let Some((end_ms, key, other, look)) = other_half(tx, half, &record, "held")? {
+        if let Some((end_ms, key, other, look)) = other_half(tx, half, &record, HalfState::Held)? {
             for (end_ms, key) in [(record.end_unix_ms, &job.key), (end_ms, &key)] {
-                mark(tx, end_ms, key, "merged")?;
+                tx.mark_half(end_ms, key, HalfState::Merged)?;
             }
             let look = look || job.look;
             store.push(match half {
                 Half::Abort => merged(&record, &other, look),
                 Half::Stopped => merged(&other, &record, look),
             });
-        } else if let Some((_, twin, ..)) = other_half(tx, half, &record, "stored")? {
-            mark(tx, record.end_unix_ms, &job.key, "late")?;
+        } else if let Some((_, twin, ..)) = other_half(tx, half, &record, HalfState::Stored)? {
+            tx.mark_half(record.end_unix_ms, &job.key, HalfState::Late)?;
             let late = Rejected {
                 kind: "late",
                 reference: job.key.clone(),
@@ -203,38 +193,21 @@ pub fn sort_out(
                 ),
                 line: None,
             };
-            reject(tx, &late)?;
+            tx.insert_rejected(&late)?;
             rejected += 1;
         }
     }
     Ok((store, sorted, rejected))
 }
 
-/// Add `rejected` to the rejected entries (once: the same entry again is ignored).
-fn reject(tx: &Transaction, rejected: &Rejected) -> anyhow::Result<()> {
-    crate::db::insert_rejected(tx, rejected)
-}
-
-/// Mark the row (`end_ms`, `key`) of `partial_inbox` as in `state`.
-fn mark(tx: &Transaction, end_ms: u64, key: &str, state: &str) -> rusqlite::Result<()> {
-    tx.prepare_cached("UPDATE partial_inbox SET state = ?3 WHERE end_ms = ?1 AND key = ?2")?
-        .execute(params![end_ms, key, state])?;
-    Ok(())
-}
-
-/// [`other_half`]'s statement (by the index `partial_inbox_held`, in its order).
-const OTHER_HALF: &str = "SELECT end_ms, key, record, look FROM partial_inbox
-     WHERE state = ?5 AND uid = ?1 AND half = ?2 AND end_ms BETWEEN ?3 AND ?4
-     ORDER BY end_ms, key";
-
 /// The other half of `record` (a `half`) among the rows in `state` (`held`, or `stored`
 /// alone): its end, key, record and whether it is to be looked at; the first to end of those
 /// that [`pair`] with it.
 fn other_half(
-    tx: &Transaction,
+    tx: &WriteTx<'_>,
     half: Half,
     record: &JobRecord,
-    state: &str,
+    state: HalfState,
 ) -> anyhow::Result<Option<(u64, String, JobRecord, bool)>> {
     let end = record.end_unix_ms;
     let (from, to) = match half {
@@ -247,52 +220,45 @@ fn other_half(
             end + STOPPED_BEFORE_MS,
         ),
     };
-    let mut stmt = tx.prepare_cached(OTHER_HALF)?;
-    let mut rows = stmt.query(params![record.uid, half.other().name(), from, to, state])?;
-    while let Some(row) = rows.next()? {
-        let deflated: Vec<u8> = row.get(2)?;
-        let other = inflated_record(&deflated)?;
-        let paired = match half {
-            Half::Abort => pair(record, &other),
-            Half::Stopped => pair(&other, record),
-        };
-        if paired {
-            return Ok(Some((row.get(0)?, row.get(1)?, other, row.get(3)?)));
-        }
-    }
-    Ok(None)
+    let mut found = None;
+    tx.find_half(
+        (record.uid, half.other().name()),
+        (from, to),
+        state,
+        |candidate| {
+            let other = inflated_record(&candidate.deflated)?;
+            let paired = match half {
+                Half::Abort => pair(record, &other),
+                Half::Stopped => pair(&other, record),
+            };
+            if paired {
+                found = Some((candidate.end_ms, candidate.key, other, candidate.look));
+            }
+            Ok(paired)
+        },
+    )?;
+    Ok(found)
 }
-
-/// [`lone`]'s statement: the held rows only (by the index `partial_inbox_held`: the other
-/// states are kept for good, and only grow).
-const LONE: &str =
-    "UPDATE partial_inbox SET state = 'stored' WHERE state = 'held' AND held_ms <= ?1
-     RETURNING key, record, look";
 
 /// The held halves that were held at `held_to_ms` or before (still alone after the grace
 /// period), marked stored, as jobs to store alone.
-pub fn lone(tx: &Transaction, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
-    let mut stmt = tx.prepare(LONE)?;
-    let rows = stmt.query_map([held_to_ms], |row| {
-        Ok((row.get::<_, String>(0)?, row.get(1)?, row.get(2)?))
-    })?;
+pub fn lone(tx: &WriteTx<'_>, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
     let mut jobs = Vec::new();
-    for row in rows {
-        let (key, deflated, look): (String, Vec<u8>, bool) = row?;
-        let record = inflated_record(&deflated)?;
+    for half in tx.take_lone_halves(held_to_ms)? {
+        let record = inflated_record(&half.deflated)?;
         jobs.push(JobRow {
-            key,
+            key: half.key,
             origin: None,
             source: "partial_inbox".into(),
             index: JobIndex::of(&record),
-            deflated,
-            look,
+            deflated: half.deflated,
+            look: half.look,
             meets_rule: false,
             counted: true,
             unusable: None,
         });
     }
-    // RETURNING gives no order: store them in the order they ended.
+    // They come in no order: store them in the order they ended.
     jobs.sort_by(|a, b| (a.index.end_unix_ms, &a.key).cmp(&(b.index.end_unix_ms, &b.key)));
     Ok(jobs)
 }
@@ -300,37 +266,6 @@ pub fn lone(tx: &Transaction, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::Database;
-
-    /// The inbox is looked up by its index `partial_inbox_held`, never read whole (its merged,
-    /// stored and late rows are kept for good), and a half's candidates come in the index's
-    /// order.
-    #[test]
-    fn the_inbox_is_read_by_its_index() {
-        let db = Database::open(std::path::Path::new(":memory:")).unwrap();
-        let plan = |query: &str, params: &[&dyn rusqlite::ToSql]| -> Vec<String> {
-            let mut stmt = db
-                .conn
-                .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
-                .unwrap();
-            let rows = stmt.query_map(params, |row| row.get(3)).unwrap();
-            rows.collect::<Result<_, _>>().unwrap()
-        };
-        let lone = plan(LONE, &[&0]);
-        assert!(
-            lone.iter()
-                .any(|step| step.contains("USING INDEX partial_inbox_held (state=?)")),
-            "{lone:?}"
-        );
-        let other = plan(OTHER_HALF, &[&0, &"abort", &0, &0, &"stored"]);
-        assert!(
-            other.iter().any(|step| step.contains(
-                "USING INDEX partial_inbox_held (state=? AND uid=? AND end_ms>? AND end_ms<?)"
-            )) && !other.iter().any(|step| step.contains("TEMP B-TREE")),
-            "{other:?}"
-        );
-    }
-
     #[test]
     fn halves_are_known_by_their_reasons() {
         assert_eq!(

@@ -1,13 +1,13 @@
 //! `mpistat ingest --report`: what the database holds and everything that was not stored as a
 //! job, by kind, so that nothing is silently dropped.
 
-use crate::db::Database;
+use mpistat_store::ReadStore;
 use std::collections::BTreeMap;
 use std::io::Write;
 
 /// Print the stored jobs, the rejected entries (counted by kind, then one line each) and the
 /// read position of every file.
-pub fn print(db: &Database, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn print(db: &ReadStore, out: &mut impl Write) -> anyhow::Result<()> {
     writeln!(out, "jobs stored: {}", db.job_count()?)?;
     let rejected = db.rejected()?;
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();

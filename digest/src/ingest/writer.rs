@@ -5,16 +5,14 @@
 //! committed whole or not at all. The two partial records of a job whose `MPI_Abort` ran on
 //! another node than rank 0 are stored as one job ([`partials`]).
 
-use crate::db::{
-    inflated_record, note_newest_line, save_position, Database, IngestBatch, Inserted, JobRow,
-    Position, Received, Rejected,
-};
 use crate::ingest::partials;
-use crate::rollup::{count_in_rebuild, Rollups, Tables};
+use crate::rollup::{count_in_rebuild, Rollups};
 use mpistat_site::SiteReportConfig;
-use rusqlite::Transaction;
+use mpistat_store::rollups::Tables;
+use mpistat_store::{
+    inflated_record, Inserted, JobRow, Position, Received, Rejected, WriteStore, WriteTx,
+};
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -55,7 +53,7 @@ pub struct Written {
 /// ([`partials::lone`]). The jobs are stored and
 /// counted by [`store`].
 pub fn write(
-    db: &mut Database,
+    db: &mut WriteStore,
     inbox: Receiver<Batch>,
     mut incomplete: HashSet<String>,
     mut checkpoints: Option<Checkpoints>,
@@ -69,23 +67,20 @@ pub fn write(
         if let Some(checkpoints) = &mut checkpoints {
             checkpoints.before_transaction();
         }
-        let tx = write_transaction(db)?;
-        {
-            let mut statements = IngestBatch::new(&tx)?;
-            for rejected in &batch.rejected {
-                statements.insert_rejected(rejected)?;
-                if rejected.kind == "incomplete" {
-                    incomplete.insert(rejected.reference.clone());
-                }
+        let tx = db.transaction()?;
+        for rejected in &batch.rejected {
+            tx.insert_rejected(rejected)?;
+            if rejected.kind == "incomplete" {
+                incomplete.insert(rejected.reference.clone());
             }
-            for analysis in &batch.analyses {
-                statements.insert_analysis(analysis)?;
-            }
-            for job in &batch.jobs {
-                // Mostly empty: then no job's key need be hashed.
-                if !incomplete.is_empty() && incomplete.remove(&job.wire_key()) {
-                    statements.clear_incomplete(&job.wire_key())?;
-                }
+        }
+        for analysis in &batch.analyses {
+            tx.insert_analysis(analysis)?;
+        }
+        for job in &batch.jobs {
+            // Mostly empty: then no job's key need be hashed.
+            if !incomplete.is_empty() && incomplete.remove(&job.wire_key()) {
+                tx.clear_incomplete(&job.wire_key())?;
             }
         }
         let (jobs, sorted, late) = partials::sort_out(&tx, batch.jobs, now_ms())?;
@@ -96,17 +91,17 @@ pub fn write(
             if let Some(id) = ids.get(&file) {
                 position.id = *id;
             }
-            ids.insert(file, save_position(&tx, &position, &path)?);
+            ids.insert(file, tx.save_position(&position, &path)?);
         }
         if let Some(line_ms) = batch.newest_line_ms {
-            note_newest_line(&tx, line_ms)?;
+            tx.note_newest_line(line_ms)?;
         }
         tx.commit()?;
         if let Some(checkpoints) = &mut checkpoints {
             checkpoints.committed();
         }
     }
-    let tx = write_transaction(db)?;
+    let tx = db.transaction()?;
     let held_to_ms = now_ms().saturating_sub(partial_grace.as_millis() as u64);
     let lone = partials::lone(&tx, held_to_ms)?;
     if !lone.is_empty() {
@@ -124,15 +119,6 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// A transaction that holds the write lock from its start (waiting for it up to the busy
-/// timeout): a batch may read before it writes (the partial inbox, a rebuild's progress), and a
-/// deferred transaction that read fails at once, without waiting, when another process (a
-/// rollup rebuild's step) committed in between (WAL snapshot conflict).
-fn write_transaction(db: &mut Database) -> rusqlite::Result<Transaction<'_>> {
-    db.conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-}
-
 /// Store `jobs` and count the new ones in the rollups, adding to `written` how many were new
 /// and how many were rejected (another record of the job stored before: [`JobRow::collision`],
 /// with a rejected entry; the same record stored before is neither). `rollups`
@@ -143,7 +129,7 @@ fn write_transaction(db: &mut Database) -> rusqlite::Result<Transaction<'_>> {
 /// list). A rebuild of the rollups under way (or interrupted) gets the new jobs that ended
 /// before where it has got to ([`count_in_rebuild`]).
 fn store(
-    tx: &Transaction,
+    tx: &WriteTx<'_>,
     jobs: &[JobRow],
     rollups: Option<Rollups>,
     critical: &SiteReportConfig,
@@ -151,16 +137,14 @@ fn store(
 ) -> anyhow::Result<()> {
     // Whether each job was new.
     let mut new = Vec::with_capacity(jobs.len());
-    let mut statements = IngestBatch::new(tx)?;
     for job in jobs {
-        let inserted = statements.insert_job(job)?;
+        let inserted = tx.insert_job(job)?;
         if let Inserted::Collision(rejected) = &inserted {
-            statements.insert_rejected(rejected)?;
+            tx.insert_rejected(rejected)?;
             written.rejected += 1;
         }
         new.push(matches!(inserted, Inserted::New));
     }
-    drop(statements);
     // The counted jobs, and whether each was new.
     let counted = || jobs.iter().zip(&new).filter(|(job, _)| job.counted);
     match rollups {
@@ -185,7 +169,7 @@ fn store(
 /// Commits between two waits for the checkpointer (see [`Checkpoints::before_transaction`]).
 const COMMITS_PER_WAL: usize = 4;
 
-/// The writer's side of the checkpointer thread ([`checkpoint`]).
+/// The writer's side of the checkpointer thread ([`mpistat_store::Checkpointer`]).
 pub struct Checkpoints {
     /// To the checkpointer: a commit happened (at most one waiting: they add up).
     requests: SyncSender<()>,
@@ -231,23 +215,4 @@ impl Checkpoints {
             self.commits = 0;
         }
     }
-}
-
-/// Checkpoint the database at `path` (copy the WAL's pages into the database file, and sync
-/// both) after every commit signalled on `commits`, and once more when they end, from a
-/// connection of its own: the writer does not checkpoint (nor wait for the disk) itself, its
-/// commits go on while the pages of the earlier ones are copied and synced. Passive: it never
-/// waits for readers or the writer. A failure only leaves the work to the next checkpoint.
-pub fn checkpoint(path: &Path, commits: Receiver<()>, done: std::sync::mpsc::Sender<()>) {
-    let conn = rusqlite::Connection::open(path).ok();
-    let checkpoint = || {
-        if let Some(conn) = &conn {
-            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-        }
-    };
-    for () in commits {
-        checkpoint();
-        let _ = done.send(());
-    }
-    checkpoint();
 }

@@ -141,7 +141,7 @@ pub struct TracedJob {
 
 impl TracedJob {
     /// From a stored analysis (a summary that no longer parses is told as such).
-    pub fn from_stored(stored: crate::db::StoredAnalysis) -> TracedJob {
+    pub fn from_stored(stored: mpistat_store::StoredAnalysis) -> TracedJob {
         let summary = match (&stored.summary, &stored.error) {
             (Some(json), _) => serde_json::from_str(json)
                 .map_err(|e| format!("the stored summary is not readable: {e}")),

@@ -13,16 +13,16 @@ pub mod text;
 pub mod week;
 
 use crate::cli::DigestArgs;
-use crate::db::{Database, MailStatus};
 use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
+use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use std::io::Write;
 use std::process::ExitCode;
 use week::IsoWeek;
 
 /// The mails of `week`, one per user (only `user`'s when given).
 pub fn mails(
-    db: &Database,
+    db: &ReadStore,
     config: &SiteConfig,
     week: IsoWeek,
     user: Option<&str>,
@@ -72,7 +72,7 @@ pub struct SendStats {
 
 /// Send the mails of `week` and retry every earlier failure; each (user, week) at most once.
 pub fn send(
-    db: &Database,
+    db: &WriteStore,
     config: &SiteConfig,
     mailer: &Mailer,
     week: IsoWeek,
@@ -129,7 +129,6 @@ pub fn send(
 
 /// `mpistat digest`: print the mails' text (default, `--dry-run`) or send them (`--send`).
 pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
@@ -139,6 +138,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
     };
     let user = args.user.as_deref();
     if !args.send {
+        let (config, db) = crate::site::load(&args.db)?;
         let out = &mut std::io::stdout().lock();
         for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
             if n > 0 {
@@ -150,6 +150,8 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
         db.report_quarantined(&mut std::io::stderr())?;
         return Ok(ExitCode::SUCCESS);
     }
+    let (config, db) = crate::site::load_writer(&args.db)?;
+    crate::site::say_if_rollups_out_of_date(&db, &config)?;
     let mailer = Mailer::from_site(&config.mail)?;
     let err = &mut std::io::stderr().lock();
     let stats = send(&db, &config, &mailer, week, user, err)?;

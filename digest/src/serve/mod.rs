@@ -22,7 +22,6 @@ pub mod http;
 pub mod server;
 
 use crate::cli::ServeArgs;
-use crate::db::Database;
 use crate::mail::content::TracedJob;
 use crate::mail::week::IsoWeek;
 use crate::metrics;
@@ -34,6 +33,7 @@ use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
 use mpistat_site::SiteConfig;
+use mpistat_store::ReadStore;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -298,7 +298,7 @@ impl Pages {
     }
 
     /// The answer to `GET url` by `login` (`None`: not identified).
-    pub fn answer(&self, db: &Database, login: Option<&str>, url: &str, now_ms: u64) -> Reply {
+    pub fn answer(&self, db: &ReadStore, login: Option<&str>, url: &str, now_ms: u64) -> Reply {
         let Some(login) = login else {
             return self.unidentified();
         };
@@ -311,7 +311,7 @@ impl Pages {
         }
     }
 
-    fn route(&self, db: &Database, login: &str, url: &str, now_ms: u64) -> anyhow::Result<Reply> {
+    fn route(&self, db: &ReadStore, login: &str, url: &str, now_ms: u64) -> anyhow::Result<Reply> {
         let (path, query_text) = url.split_once('?').unwrap_or((url, ""));
         let admin = self.is_admin(login);
         if path == "/metrics" {
@@ -378,7 +378,7 @@ impl Pages {
             if !admin && slug != user_slug(login) {
                 return Ok(Reply::error(403, "not your page"));
             }
-            let users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?;
+            let users = rollup::users_of_period(db, period.from_ms, period.to_ms)?;
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
@@ -499,10 +499,11 @@ struct Served {
 }
 
 impl server::Site for Served {
-    type Worker = Database;
+    type Worker = ReadStore;
 
-    fn worker(&self) -> anyhow::Result<Database> {
-        Database::open(&self.database)
+    /// A read handle: serving a page never writes the database.
+    fn worker(&self) -> anyhow::Result<ReadStore> {
+        Ok(ReadStore::open(&self.database)?)
     }
 
     fn identify(&self, request: &http::Request) -> Option<String> {
@@ -515,7 +516,10 @@ impl server::Site for Served {
         self.pages.encode(&self.pages.unidentified(), head_only)
     }
 
-    fn answer(&self, db: &mut Database, login: &str, request: &http::Request) -> Vec<u8> {
+    fn answer(&self, db: &mut ReadStore, login: &str, request: &http::Request) -> Vec<u8> {
+        if let Err(e) = db.refresh() {
+            eprintln!("mpistat serve: {e}");
+        }
         let reply = self
             .pages
             .answer(db, Some(login), &request.target, now_ms());

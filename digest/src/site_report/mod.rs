@@ -11,13 +11,13 @@ pub mod summary;
 pub mod svg;
 
 use crate::cli::SiteReportArgs;
-use crate::db::Database;
 use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::week::IsoWeek;
 use crate::private::{self, Group};
 use anyhow::Context;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
+use mpistat_store::ReadStore;
 use pages::{user_slug, Listing, Place, StaticJobs};
 use period::Period;
 use std::collections::BTreeMap;
@@ -41,7 +41,7 @@ pub struct Written {
 /// (by key). Pages are mode 0640 and directories 0750, given to `[site_report] group`, whatever
 /// the umask ([`private`]).
 pub fn write_site(
-    db: &Database,
+    db: &ReadStore,
     config: &SiteConfig,
     period: &Period,
     out: &Path,
@@ -103,7 +103,7 @@ pub fn write_site(
         .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
         .collect();
     let digests = summary::user_digests(db, period, config, None)?;
-    let user_pages = |db: &Database, digests: &[UserDigest]| {
+    let user_pages = |db: &ReadStore, digests: &[UserDigest]| {
         digests.iter().try_for_each(|digest| {
             let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
             let jobs = summary::user_jobs(db, &digest.user, period, &first)?;
@@ -119,15 +119,14 @@ pub fn write_site(
     };
     // Users' pages read their jobs' records (most of the work): on all cores, each with a
     // connection of its own (a database in memory has only the one).
-    match db.conn.path().filter(|p| !p.is_empty()) {
+    match db.path() {
         Some(path) => {
+            let path = path.as_path();
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             std::thread::scope(|scope| {
                 let workers: Vec<_> = digests
                     .chunks(digests.len().div_ceil(threads).max(1))
-                    .map(|chunk| {
-                        scope.spawn(move || user_pages(&Database::open(Path::new(path))?, chunk))
-                    })
+                    .map(|chunk| scope.spawn(move || user_pages(&ReadStore::open(path)?, chunk)))
                     .collect();
                 workers.into_iter().try_for_each(|w| {
                     w.join()

@@ -5,11 +5,10 @@
 
 use super::pages::PAGE_ROWS;
 use super::period::Period;
-use crate::db::Database;
 use crate::mail::content::Totals;
 use crate::rollup;
 use mpistat_record::JobRecord;
-use rusqlite::params;
+use mpistat_store::ReadStore;
 
 /// Applications listed (each with its jobs of the interval).
 const APPLICATIONS: usize = 20;
@@ -29,7 +28,7 @@ pub struct Found {
 }
 
 /// Look for `text` (case-insensitively in names) in `period`.
-pub fn search(db: &Database, period: &Period, text: &str) -> anyhow::Result<Found> {
+pub fn search(db: &ReadStore, period: &Period, text: &str) -> anyhow::Result<Found> {
     let mut found = Found {
         text: text.to_string(),
         ..Found::default()
@@ -38,70 +37,30 @@ pub fn search(db: &Database, period: &Period, text: &str) -> anyhow::Result<Foun
         return Ok(found);
     }
     let lower = text.to_lowercase();
-    found.users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?
+    found.users = rollup::users_of_period(db, period.from_ms, period.to_ms)?
         .into_iter()
         .filter(|(user, _)| user.to_lowercase().contains(&lower))
         .take(PAGE_ROWS)
         .collect();
-    let keys = |sql: &str, text: &str, bounds: bool| -> anyhow::Result<Vec<(u64, String)>> {
-        let mut stmt = db.conn.prepare(sql)?;
-        let rows = if bounds {
-            stmt.query_map(
-                params![text, period.from_ms, period.to_ms, PAGE_ROWS],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )?
-            .collect::<Result<_, _>>()?
-        } else {
-            stmt.query_map(params![text, PAGE_ROWS], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?
-        };
-        Ok(rows)
-    };
-    let read = |keys: Vec<(u64, String)>| -> anyhow::Result<Vec<JobRecord>> {
-        let mut jobs = Vec::new();
-        for (end_ms, key) in keys {
-            jobs.extend(db.job_ended_at(end_ms, &key)?);
-        }
-        Ok(jobs)
-    };
-    found.jobs = read(keys(
-        "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_job_id WHERE job_id = ?1
-         ORDER BY end_ms DESC LIMIT ?2",
-        text,
-        false,
-    )?)?;
+    found.jobs = db.jobs_ended_at(&db.jobs_with_id(text, PAGE_ROWS)?)?;
     // The applications of the interval (with their jobs) from the rollups, in name order.
-    let mut stmt = db.conn.prepare(
-        "SELECT app, sum(jobs) FROM rollup_apps
-         WHERE day >= ?1 AND day < ?2 AND instr(lower(app), ?3) > 0
-         GROUP BY app ORDER BY app LIMIT ?4",
+    found.applications = db.applications_containing(
+        (
+            period.from_ms / rollup::DAY_MS,
+            period.to_ms.div_ceil(rollup::DAY_MS),
+        ),
+        &lower,
+        APPLICATIONS,
     )?;
-    found.applications = stmt
-        .query_map(
-            params![
-                period.from_ms / rollup::DAY_MS,
-                period.to_ms.div_ceil(rollup::DAY_MS),
-                lower,
-                APPLICATIONS
-            ],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?
-        .collect::<Result<_, _>>()?;
     for (name, _) in &found.applications {
         if found.application_jobs.len() >= PAGE_ROWS {
             break;
         }
-        let more = read(keys(
-            "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_app
-             WHERE coalesce(app, exe) = ?1 AND end_ms >= ?2 AND end_ms < ?3
-             ORDER BY end_ms DESC LIMIT ?4",
-            name,
-            true,
-        )?)?;
+        let keys = db.jobs_of_application(name, period.from_ms, period.to_ms, PAGE_ROWS)?;
         let room = PAGE_ROWS - found.application_jobs.len();
-        found.application_jobs.extend(more.into_iter().take(room));
+        found
+            .application_jobs
+            .extend(db.jobs_ended_at(&keys)?.into_iter().take(room));
     }
     Ok(found)
 }

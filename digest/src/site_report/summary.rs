@@ -7,13 +7,13 @@
 
 use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use super::period::Period;
-use crate::db::{Database, PeriodTotals};
 use crate::mail::content::{
     percent, RoutineRow, RoutineSums, Totals, UserDigest, UserWeek, Week, INSTRUCTIONS,
 };
 use crate::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
+use mpistat_store::{JobOrder, PeriodTotals, ReadStore};
 use std::collections::BTreeMap;
 
 /// How many intervals before this one the trend shows.
@@ -212,8 +212,8 @@ pub fn routine_group(name: &str, class: &str) -> Option<&'static str> {
 }
 
 /// The summary of `period` from the rollups; the trend too.
-pub fn summarise(db: &Database, period: &Period, config: &SiteConfig) -> anyhow::Result<Summary> {
-    let PeriodRollups { site, users } = rollup::of_period(&db.conn, period.from_ms, period.to_ms)?;
+pub fn summarise(db: &ReadStore, period: &Period, config: &SiteConfig) -> anyhow::Result<Summary> {
+    let PeriodRollups { site, users } = rollup::of_period(db, period.from_ms, period.to_ms)?;
     let total = site.total.clone();
     let all_routines = |languages: &[usize]| {
         let mut sums = RoutineSums::default();
@@ -289,7 +289,7 @@ pub fn summarise(db: &Database, period: &Period, config: &SiteConfig) -> anyhow:
     while let Some(p) = at.filter(|_| trend.len() <= TREND_INTERVALS) {
         trend.push((
             p.label.clone(),
-            rollup::totals_of_period(&db.conn, p.from_ms, p.to_ms)?,
+            rollup::totals_of_period(db, p.from_ms, p.to_ms)?,
         ));
         at = p.previous();
     }
@@ -354,103 +354,57 @@ pub fn summarise(db: &Database, period: &Period, config: &SiteConfig) -> anyhow:
     })
 }
 
-/// Up to this many critical jobs in an interval are sorted by CPU time as read; more are read
-/// in the order of `critical_jobs_by_cpu`, skipping those of other intervals.
-const CRITICAL_SORTED_AS_READ: usize = 10_000;
-
 /// The page of the critical list of `period` that `listing` says (by CPU time, or by end);
 /// `count`: how many critical jobs `period` has.
 pub fn critical_page(
-    db: &Database,
+    db: &ReadStore,
     period: &Period,
     listing: &Listing,
     count: usize,
 ) -> anyhow::Result<Vec<CriticalJob>> {
+    let order = match listing.sort_among(&CRITICAL_SORTS) {
+        "end" => JobOrder::End,
+        _ => JobOrder::Cpu,
+    };
+    let rows = db.critical_page(
+        (period.from_ms, period.to_ms),
+        order,
+        count,
+        (PAGE_ROWS, listing.from),
+    )?;
     let mut jobs = Vec::new();
-    for (end_ms, key, reasons) in critical_rows(&db.conn, period, listing, count)? {
-        if let Some(job) = db.job_ended_at(end_ms, &key)? {
+    for row in rows {
+        if let Some(job) = db.job_ended_at(row.end_ms, &row.key)? {
             jobs.push(CriticalJob {
                 job,
-                reasons: reasons.split(", ").map(str::to_string).collect(),
+                reasons: row.reasons.split(", ").map(str::to_string).collect(),
             });
         }
     }
     Ok(jobs)
 }
 
-/// The rows of `critical_jobs` on the page [`critical_page`] shows: end time, key, reasons.
-/// By CPU time, an interval with many critical jobs reads the CPU index from the top (among
-/// all intervals' jobs: it stops at the page's last row, after about page end × all / the
-/// interval's jobs entries), one with few sorts its own (a few entries, where the index could
-/// be read to its end for them).
-fn critical_rows(
-    conn: &rusqlite::Connection,
-    period: &Period,
-    listing: &Listing,
-    count: usize,
-) -> anyhow::Result<Vec<(u64, String, String)>> {
-    let mut stmt = conn.prepare(&critical_query(listing, count))?;
-    let rows = stmt.query_map(
-        rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-    )?;
-    Ok(rows.collect::<Result<_, _>>()?)
-}
-
-/// The statement of [`critical_rows`] (parameters: the interval's bounds, the page's size and
-/// offset).
-fn critical_query(listing: &Listing, count: usize) -> String {
-    let (index, order) = match listing.sort_among(&CRITICAL_SORTS) {
-        "end" => ("", "end_ms, key"),
-        _ if count <= CRITICAL_SORTED_AS_READ => ("", "wall_ns DESC, key"),
-        _ => ("INDEXED BY critical_jobs_by_cpu", "wall_ns DESC, key"),
-    };
-    format!(
-        "SELECT end_ms, key, reasons FROM critical_jobs {index}
-         WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY {order} LIMIT ?3 OFFSET ?4"
-    )
-}
-
 /// The traced jobs of `period` (the first [`PAGE_ROWS`], in end order) and how many there are.
-pub fn traced_jobs(db: &Database, period: &Period) -> anyhow::Result<(Vec<JobRecord>, usize)> {
-    let bounds = rusqlite::params![period.from_ms, period.to_ms];
-    let count: usize = db.conn.query_row(
-        "SELECT count(*) FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2",
-        bounds,
-        |row| row.get(0),
-    )?;
-    let mut stmt = db.conn.prepare(
-        "SELECT end_ms, key FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2
-         ORDER BY end_ms, key LIMIT ?3",
-    )?;
-    let keys: Vec<(u64, String)> = stmt
-        .query_map(
-            rusqlite::params![period.from_ms, period.to_ms, PAGE_ROWS],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?
-        .collect::<Result<_, _>>()?;
-    let mut jobs = Vec::new();
-    for (end_ms, key) in keys {
-        jobs.extend(db.job_ended_at(end_ms, &key)?);
-    }
-    Ok((jobs, count))
+pub fn traced_jobs(db: &ReadStore, period: &Period) -> anyhow::Result<(Vec<JobRecord>, usize)> {
+    let (count, keys) = db.traced_between(period.from_ms, period.to_ms, PAGE_ROWS)?;
+    Ok((db.jobs_ended_at(&keys)?, count))
 }
 
 /// The mails' figures of the users of `period` against each other (see
 /// [`crate::mail::content::Week::digests`]), from the rollups: every user's when `only` is
 /// `None`, else only that user's (whose routines alone are read).
 pub fn user_digests(
-    db: &Database,
+    db: &ReadStore,
     period: &Period,
     config: &SiteConfig,
     only: Option<&str>,
 ) -> anyhow::Result<Vec<UserDigest>> {
-    let users = rollup::users_of_period(&db.conn, period.from_ms, period.to_ms)?;
+    let users = rollup::users_of_period(db, period.from_ms, period.to_ms)?;
     let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
     for (user, totals) in users {
         let week = match only {
             Some(only) if only != user => UserWeek::of_totals(totals),
-            _ => rollup::user_of_period(&db.conn, &user, period.from_ms, period.to_ms)?
+            _ => rollup::user_of_period(db, &user, period.from_ms, period.to_ms)?
                 .unwrap_or_else(|| UserWeek::of_totals(totals)),
         };
         weeks.insert(user, week);
@@ -465,41 +419,30 @@ pub fn user_digests(
 /// The page of `user`'s jobs of `period` that `listing` says (see [`JOB_SORTS`]): from the
 /// index of a user's jobs, reading only the rows shown.
 pub fn user_jobs(
-    db: &Database,
+    db: &ReadStore,
     user: &str,
     period: &Period,
     listing: &Listing,
 ) -> anyhow::Result<Vec<JobRecord>> {
     let order = match listing.sort_among(&JOB_SORTS) {
-        "cpu" => "wall_ns_sum DESC, end_ms, key",
-        "mpi" => "CAST(mpi_ns_sum AS REAL) / max(wall_ns_sum, 1) DESC, end_ms, key",
-        "ranks" => "ranks DESC, end_ms, key",
-        _ => "end_ms, key",
+        "cpu" => JobOrder::Cpu,
+        "mpi" => JobOrder::MpiShare,
+        "ranks" => JobOrder::Ranks,
+        _ => JobOrder::End,
     };
-    let mut stmt = db.conn.prepare(&format!(
-        "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_user
-         WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"
-    ))?;
-    let keys: Vec<(u64, String)> = stmt
-        .query_map(
-            rusqlite::params![user, period.from_ms, period.to_ms, PAGE_ROWS, listing.from],
-            |row| Ok((row.get(0)?, row.get(1)?)),
-        )?
-        .collect::<Result<_, _>>()?;
-    let mut jobs = Vec::new();
-    for (end_ms, key) in keys {
-        jobs.extend(db.job_ended_at(end_ms, &key)?);
-    }
-    Ok(jobs)
+    let keys = db.jobs_of_user(
+        user,
+        (period.from_ms, period.to_ms),
+        order,
+        PAGE_ROWS,
+        listing.from,
+    )?;
+    Ok(db.jobs_ended_at(&keys)?)
 }
 
 /// How many jobs of `period` are on the critical list.
-fn critical_count(db: &Database, period: &Period) -> anyhow::Result<usize> {
-    Ok(db.conn.query_row(
-        "SELECT count(*) FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2",
-        rusqlite::params![period.from_ms, period.to_ms],
-        |row| row.get(0),
-    )?)
+fn critical_count(db: &ReadStore, period: &Period) -> anyhow::Result<usize> {
+    Ok(db.critical_count(period.from_ms, period.to_ms)?)
 }
 
 /// The Slurm groups (accounts or partitions), most CPU time first.
@@ -527,73 +470,6 @@ fn slurm_groups(groups: &BTreeMap<String, SlurmSums>) -> Vec<SlurmGroup> {
 mod tests {
     use super::*;
     use mpistat_record::model::SlurmFacts;
-
-    /// Both ways of reading the critical list by CPU time give the same pages, and the index
-    /// way sorts nothing.
-    #[test]
-    fn the_critical_list_by_cpu_reads_the_same_rows_from_its_index() {
-        let db = Database::open(std::path::Path::new(":memory:")).unwrap();
-        let november = Period::month("2026-11").unwrap();
-        let october = Period::month("2026-10").unwrap();
-        let mut put = db
-            .conn
-            .prepare(
-                "INSERT INTO critical_jobs (end_ms, key, user, wall_ns, reasons)
-                 VALUES (?1, ?2, 'u', ?3, 'r')",
-            )
-            .unwrap();
-        let mut wanted = Vec::new();
-        for n in 0..CRITICAL_SORTED_AS_READ as u64 + 500 {
-            // Ties on CPU time (n % 997) are broken by key; October's rows are read past.
-            for (period, month) in [(&november, "nov"), (&october, "oct")] {
-                let end_ms = period.from_ms + n * 7_919 % 2_000_000_000;
-                let key = format!("{month}{:05}", n * 31 % 10_007);
-                put.execute(rusqlite::params![end_ms, key, n % 997])
-                    .unwrap();
-                if month == "nov" {
-                    wanted.push((n % 997, key, end_ms));
-                }
-            }
-        }
-        wanted.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-        for from in [0, 50, CRITICAL_SORTED_AS_READ + 470] {
-            let listing = Listing {
-                sort: "cpu".into(),
-                from,
-            };
-            let page: Vec<(u64, String)> = wanted
-                .iter()
-                .skip(from)
-                .take(PAGE_ROWS)
-                .map(|(_, key, end_ms)| (*end_ms, key.clone()))
-                .collect();
-            for count in [wanted.len(), 1] {
-                let rows = critical_rows(&db.conn, &november, &listing, count).unwrap();
-                let rows: Vec<(u64, String)> = rows.into_iter().map(|r| (r.0, r.1)).collect();
-                assert_eq!(rows, page, "from {from}, count {count}");
-            }
-        }
-        // Many critical jobs: the page is read in the index's order, nothing sorted.
-        let listing = Listing {
-            sort: "cpu".into(),
-            from: 0,
-        };
-        let query = critical_query(&listing, CRITICAL_SORTED_AS_READ + 1);
-        let plan: Vec<String> = db
-            .conn
-            .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
-            .unwrap()
-            .query_map(rusqlite::params![0, 9, PAGE_ROWS, 0], |row| row.get(3))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        assert!(
-            plan.iter()
-                .any(|step| step.contains("critical_jobs_by_cpu"))
-                && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
-            "{plan:?}"
-        );
-    }
 
     #[test]
     fn slurm_jobs_group_by_account_and_partition() {

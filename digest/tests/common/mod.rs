@@ -211,10 +211,10 @@ pub fn temp_dir(label: &str) -> std::path::PathBuf {
 
 /// A database in `dir` with [`week_of_jobs`]`(40)`: 40 jobs of five users in 2026-W47, filed by
 /// a real ingest (the mail tests' fixture).
-pub fn week_47_database(dir: &Path) -> mpistat_digest::db::Database {
+pub fn week_47_database(dir: &Path) -> mpistat_store::WriteStore {
     let log = dir.join("records.log");
     append_log(&log, &week_of_jobs(40));
-    let mut db = mpistat_digest::db::Database::open(&dir.join("db.sqlite")).unwrap();
+    let mut db = mpistat_store::WriteStore::open(&dir.join("db.sqlite")).unwrap();
     mpistat_digest::ingest::run_once(&mut db, &ingest_options(&log), &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), 40);
     db

@@ -1,0 +1,731 @@
+//! The rollup tables (the digest's `rollup` makes and reads their figures; these are its
+//! statements): the site's sums per UTC day (`rollup_days`: JSON), each user's per day
+//! (`rollup_users`: totals and detail as JSON, the job count and times as columns) and per
+//! calendar month (`rollup_user_months`: by the day number of the month's first day), the jobs
+//! per day and application (`rollup_apps`), the critical jobs (`critical_jobs`) and the
+//! rebuild's state (`rollup_state`). A rebuild fills tables of the same shape named
+//! `rebuilt_<table>` and swaps them in ([`WriteTx::swap_in_rebuilt`]).
+
+use crate::{CriticalEntry, JobOrder, PeriodTotals, ReadStore, Result, WriteTx};
+use rusqlite::{params, Connection, OptionalExtension};
+
+/// The rollup tables.
+const TABLES: [&str; 7] = [
+    "rollup_days",
+    "rollup_users",
+    "rollup_user_months",
+    "rollup_apps",
+    "critical_jobs",
+    "rollup_hours",
+    "rollup_hour_groups",
+];
+
+/// An hour in milliseconds: the hourly tables are per UTC hour (`end_ms / HOUR_MS`).
+pub const HOUR_MS: u64 = 3_600_000;
+
+/// The site's sums of the jobs that ended in one UTC hour, as `rollup_hours` keeps them (the
+/// digest's `rollup` makes them).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct HourRow {
+    pub jobs: u64,
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+    pub imbalance_jobs: u64,
+    pub imbalance_weighted: f64,
+    pub imbalance_wall_ns: f64,
+    pub escalated_traces: u64,
+}
+
+/// The jobs of one application, account or partition in an hour, as `rollup_hour_groups`
+/// keeps them.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct GroupRow {
+    pub jobs: u64,
+    pub wall_ns: f64,
+    pub mpi_ns: f64,
+}
+
+/// Which rollup tables a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    /// The ones the pages read.
+    Live,
+    /// The ones a rebuild is making.
+    Rebuilt,
+}
+
+impl Tables {
+    fn name(self, table: &str) -> String {
+        match self {
+            Tables::Live => table.to_string(),
+            Tables::Rebuilt => format!("rebuilt_{table}"),
+        }
+    }
+}
+
+/// A user's rollup of a day (or month: `detail` unused) as stored: the totals' job count and
+/// times as columns, the totals and the rest as their owner's JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UserRow<'a> {
+    pub jobs: u64,
+    pub wall_ns: u64,
+    pub mpi_ns: u64,
+    pub totals: &'a str,
+    pub detail: &'a str,
+}
+
+/// A sum of rank-nanoseconds as SQLite stores it in the rollups' sortable columns: a real
+/// number, since SQLite's integers end at `i64::MAX` ns (292 rank-years), which one heavy user's
+/// month passes at a large centre (about 3,500 cores busy all month); the exact sum is in the
+/// row's JSON. Readers add these columns with `total()`, a real number too.
+fn sql_ns(ns: u64) -> f64 {
+    ns as f64
+}
+
+/// Up to this many critical jobs in an interval are sorted by CPU time as read; more are read
+/// in the order of `critical_jobs_by_cpu`, skipping those of other intervals.
+const CRITICAL_SORTED_AS_READ: usize = 10_000;
+
+/// The statement of [`ReadStore::critical_page`] (parameters: the interval's bounds, the
+/// page's size and offset).
+fn critical_query(order: JobOrder, count: usize) -> String {
+    let (index, order) = match order {
+        JobOrder::End => ("", "end_ms, key"),
+        _ if count <= CRITICAL_SORTED_AS_READ => ("", "wall_ns DESC, key"),
+        _ => ("INDEXED BY critical_jobs_by_cpu", "wall_ns DESC, key"),
+    };
+    format!(
+        "SELECT end_ms, key, user, wall_ns, reasons FROM critical_jobs {index}
+         WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY {order} LIMIT ?3 OFFSET ?4"
+    )
+}
+
+/// A value of `rollup_state`.
+fn state(conn: &Connection, name: &str) -> Result<Option<String>> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM rollup_state WHERE name = ?1",
+            [name],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// The end of a step of a rebuild that starts at `from`: the end time of the `step_jobs`-th
+/// job from there, or just after the newest job.
+fn step_end(conn: &Connection, from: u64, step_jobs: u64) -> Result<u64> {
+    let nth: Option<u64> = conn
+        .query_row(
+            "SELECT end_ms FROM jobs WHERE end_ms >= ?1 ORDER BY end_ms LIMIT 1 OFFSET ?2",
+            params![from, step_jobs],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let end = match nth {
+        Some(end) => end,
+        None => conn
+            .query_row("SELECT max(end_ms) FROM jobs", [], |row| {
+                row.get::<_, Option<u64>>(0)
+            })?
+            .map_or(from, |newest| newest + 1),
+    };
+    Ok(end.max(from + 1))
+}
+
+/// Drop the rollup tables named `<prefix>_<table>` that exist.
+fn drop_tables(conn: &Connection, prefix: &str) -> Result<()> {
+    for table in TABLES {
+        conn.execute_batch(&format!("DROP TABLE IF EXISTS {prefix}_{table}"))?;
+    }
+    Ok(())
+}
+
+impl ReadStore {
+    /// A value of `rollup_state` (`stale`, `critical`, `rebuild_to`, `rebuild_critical`).
+    pub fn rollup_state(&self, name: &str) -> Result<Option<String>> {
+        state(&self.conn, name)
+    }
+
+    /// Each stored site rollup (JSON) of the days `[from, to)` (day numbers), in day order.
+    pub fn each_day_rollup(
+        &self,
+        (from, to): (u64, u64),
+        mut each: impl FnMut(&str) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT data FROM rollup_days WHERE day >= ?1 AND day < ?2 ORDER BY day",
+        )?;
+        let mut rows = stmt.query(params![from, to])?;
+        while let Some(row) = rows.next()? {
+            each(row.get_ref(0)?.as_str()?)?;
+        }
+        Ok(())
+    }
+
+    /// Each user's totals (user, JSON) of each day of `[from, to)`, in day order.
+    pub fn each_user_day_totals(
+        &self,
+        days: (u64, u64),
+        each: impl FnMut(&str, &str) -> Result<()>,
+    ) -> Result<()> {
+        self.each_user_totals(
+            "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day",
+            days,
+            each,
+        )
+    }
+
+    /// Each user's totals (user, JSON) of each month of `[from, to)` (by the day numbers of
+    /// their first days), in month order.
+    pub fn each_user_month_totals(
+        &self,
+        months: (u64, u64),
+        each: impl FnMut(&str, &str) -> Result<()>,
+    ) -> Result<()> {
+        self.each_user_totals(
+            "SELECT user, totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
+             ORDER BY month",
+            months,
+            each,
+        )
+    }
+
+    fn each_user_totals(
+        &self,
+        sql: &str,
+        (from, to): (u64, u64),
+        mut each: impl FnMut(&str, &str) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(sql)?;
+        let mut rows = stmt.query(params![from, to])?;
+        while let Some(row) = rows.next()? {
+            each(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
+        }
+        Ok(())
+    }
+
+    /// `user`'s rollups (totals and detail, JSON) of each day of `[from, to)`, in day order.
+    pub fn each_user_day_rollup(
+        &self,
+        user: &str,
+        (from, to): (u64, u64),
+        mut each: impl FnMut(&str, &str) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT totals, detail FROM rollup_users WHERE user = ?1 AND day >= ?2 AND day < ?3
+             ORDER BY day",
+        )?;
+        let mut rows = stmt.query(params![user, from, to])?;
+        while let Some(row) = rows.next()? {
+            each(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
+        }
+        Ok(())
+    }
+
+    /// Jobs, CPU time, MPI time and users from the users' rollup columns of the days
+    /// `days_before`, the months `months` and the days `days_after` (half-open ranges of day
+    /// numbers).
+    pub fn totals_of_spans(
+        &self,
+        days_before: (u64, u64),
+        months: (u64, u64),
+        days_after: (u64, u64),
+    ) -> Result<PeriodTotals> {
+        Ok(self.conn.query_row(
+            "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user) FROM (
+                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?1 AND day < ?2
+                 UNION ALL
+                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_user_months
+                 WHERE month >= ?3 AND month < ?4
+                 UNION ALL
+                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?5 AND day < ?6)",
+            params![
+                days_before.0,
+                days_before.1,
+                months.0,
+                months.1,
+                days_after.0,
+                days_after.1
+            ],
+            |row| {
+                Ok(PeriodTotals {
+                    jobs: row.get::<_, f64>(0)? as u64,
+                    wall_ns: row.get::<_, f64>(1)? as u64,
+                    mpi_ns: row.get::<_, f64>(2)? as u64,
+                    users: row.get(3)?,
+                })
+            },
+        )?)
+    }
+
+    /// The jobs counted in the users' monthly rollups (all of them).
+    pub fn jobs_in_rollups(&self) -> Result<u64> {
+        let counted: f64 =
+            self.conn
+                .query_row("SELECT total(jobs) FROM rollup_user_months", [], |row| {
+                    row.get(0)
+                })?;
+        Ok(counted as u64)
+    }
+
+    /// The applications of the days `[from, to)` whose names contain `lower` (lower case), with
+    /// their jobs there, in name order, at most `limit`.
+    pub fn applications_containing(
+        &self,
+        (from, to): (u64, u64),
+        lower: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, usize)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT app, sum(jobs) FROM rollup_apps
+             WHERE day >= ?1 AND day < ?2 AND instr(lower(app), ?3) > 0
+             GROUP BY app ORDER BY app LIMIT ?4",
+        )?;
+        let rows = stmt.query_map(params![from, to, lower, limit], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many critical jobs ended in `[from_ms, to_ms)`.
+    pub fn critical_count(&self, from_ms: u64, to_ms: u64) -> Result<usize> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2",
+            params![from_ms, to_ms],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// The critical jobs that ended in `[from_ms, to_ms)` (`count` of them), by end time or
+    /// most CPU time first (`order`; any other than [`JobOrder::End`] is by CPU time), `limit`
+    /// from the `offset`-th. By CPU time, an interval with many critical jobs reads the CPU
+    /// index from the top (among all intervals' jobs: it stops at the page's last row, after
+    /// about page end × all / the interval's jobs entries), one with few sorts its own (a few
+    /// entries, where the index could be read to its end for them).
+    pub fn critical_page(
+        &self,
+        (from_ms, to_ms): (u64, u64),
+        order: JobOrder,
+        count: usize,
+        (limit, offset): (usize, usize),
+    ) -> Result<Vec<CriticalEntry>> {
+        let mut stmt = self.conn.prepare(&critical_query(order, count))?;
+        let rows = stmt.query_map(params![from_ms, to_ms, limit, offset], |row| {
+            Ok(CriticalEntry {
+                end_ms: row.get(0)?,
+                key: row.get(1)?,
+                user: row.get(2)?,
+                wall_ns: row.get(3)?,
+                reasons: row.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The end of the next step of a rollup rebuild that starts at `from`: the end time of the
+    /// `step_jobs`-th job from there, or just after the newest job.
+    pub fn rebuild_step_end(&self, from: u64, step_jobs: u64) -> Result<u64> {
+        step_end(&self.conn, from, step_jobs)
+    }
+}
+
+impl ReadStore {
+    /// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
+    pub fn hours_between(&self, from_hour: u64, to_hour: u64) -> Result<Vec<(u64, HourRow)>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, jobs, wall_ns, mpi_ns, imbalance_jobs, imbalance_weighted,
+                 imbalance_wall_ns, escalated_traces
+             FROM rollup_hours WHERE hour >= ?1 AND hour < ?2 ORDER BY hour",
+        )?;
+        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
+            Ok((
+                row.get(0)?,
+                HourRow {
+                    jobs: row.get(1)?,
+                    wall_ns: row.get(2)?,
+                    mpi_ns: row.get(3)?,
+                    imbalance_jobs: row.get(4)?,
+                    imbalance_weighted: row.get(5)?,
+                    imbalance_wall_ns: row.get(6)?,
+                    escalated_traces: row.get(7)?,
+                },
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Call `each` with every row of `rollup_hour_groups` of `dimension` (its name) in the hours
+    /// `[from_hour, to_hour)`: its hour, name and sums.
+    pub fn each_hour_group(
+        &self,
+        dimension: &str,
+        (from_hour, to_hour): (u64, u64),
+        mut each: impl FnMut(u64, &str, GroupRow),
+    ) -> Result<()> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT hour, name, jobs, wall_ns, mpi_ns FROM rollup_hour_groups
+             WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3",
+        )?;
+        let mut rows = stmt.query(params![dimension, from_hour, to_hour])?;
+        while let Some(row) = rows.next()? {
+            let sums = GroupRow {
+                jobs: row.get(2)?,
+                wall_ns: row.get(3)?,
+                mpi_ns: row.get(4)?,
+            };
+            each(row.get(0)?, row.get_ref(1)?.as_str()?, sums);
+        }
+        Ok(())
+    }
+}
+
+impl crate::WriteStore {
+    /// Note the thresholds of the critical list (`critical`) if none are noted.
+    pub fn note_rollup_critical(&self, key: &str) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR IGNORE INTO rollup_state (name, value) VALUES ('critical', ?1)",
+            [key],
+        )?;
+        Ok(())
+    }
+
+    /// Drop the tables a finished rebuild retired.
+    pub fn drop_retired_rollups(&self) -> Result<()> {
+        drop_tables(&self.conn, "retired")
+    }
+}
+
+impl WriteTx<'_> {
+    /// A value of `rollup_state`.
+    pub fn rollup_state(&self, name: &str) -> Result<Option<String>> {
+        state(&self.tx, name)
+    }
+
+    pub fn set_rollup_state(&self, name: &str, value: &str) -> Result<()> {
+        self.tx.execute(
+            "INSERT OR REPLACE INTO rollup_state (name, value) VALUES (?1, ?2)",
+            [name, value],
+        )?;
+        Ok(())
+    }
+
+    /// The stored site rollup (JSON) of `day` in `tables`.
+    pub fn rollup_day(&self, tables: Tables, day: u64) -> Result<Option<String>> {
+        let days = tables.name("rollup_days");
+        Ok(self
+            .tx
+            .prepare_cached(&format!("SELECT data FROM {days} WHERE day = ?1"))?
+            .query_row([day], |row| row.get(0))
+            .optional()?)
+    }
+
+    pub fn put_rollup_day(&self, tables: Tables, day: u64, data: &str) -> Result<()> {
+        let days = tables.name("rollup_days");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO {days} (day, data) VALUES (?1, ?2)"
+            ))?
+            .execute(params![day, data])?;
+        Ok(())
+    }
+
+    /// The stored rollup (totals and detail, JSON) of `user` on `day` in `tables`.
+    pub fn rollup_user_day(
+        &self,
+        tables: Tables,
+        day: u64,
+        user: &str,
+    ) -> Result<Option<(String, String)>> {
+        let users = tables.name("rollup_users");
+        Ok(self
+            .tx
+            .prepare_cached(&format!(
+                "SELECT totals, detail FROM {users} WHERE day = ?1 AND user = ?2"
+            ))?
+            .query_row(params![day, user], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?)
+    }
+
+    pub fn put_rollup_user_day(
+        &self,
+        tables: Tables,
+        day: u64,
+        user: &str,
+        row: &UserRow<'_>,
+    ) -> Result<()> {
+        let users = tables.name("rollup_users");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO {users} (day, user, jobs, wall_ns, mpi_ns, totals, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+            ))?
+            .execute(params![
+                day,
+                user,
+                row.jobs,
+                sql_ns(row.wall_ns),
+                sql_ns(row.mpi_ns),
+                row.totals,
+                row.detail
+            ])?;
+        Ok(())
+    }
+
+    /// The stored totals (JSON) of `user` in the month starting on day `month` in `tables`.
+    pub fn rollup_user_month(
+        &self,
+        tables: Tables,
+        month: u64,
+        user: &str,
+    ) -> Result<Option<String>> {
+        let months = tables.name("rollup_user_months");
+        Ok(self
+            .tx
+            .prepare_cached(&format!(
+                "SELECT totals FROM {months} WHERE month = ?1 AND user = ?2"
+            ))?
+            .query_row(params![month, user], |row| row.get(0))
+            .optional()?)
+    }
+
+    /// Store `user`'s totals of a month (`row.detail` is not kept).
+    pub fn put_rollup_user_month(
+        &self,
+        tables: Tables,
+        month: u64,
+        user: &str,
+        row: &UserRow<'_>,
+    ) -> Result<()> {
+        let months = tables.name("rollup_user_months");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO {months} (month, user, jobs, wall_ns, mpi_ns, totals)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ))?
+            .execute(params![
+                month,
+                user,
+                row.jobs,
+                sql_ns(row.wall_ns),
+                sql_ns(row.mpi_ns),
+                row.totals
+            ])?;
+        Ok(())
+    }
+
+    /// Add `jobs` jobs of application `app` on `day`.
+    pub fn add_application_jobs(
+        &self,
+        tables: Tables,
+        day: u64,
+        app: &str,
+        jobs: u64,
+    ) -> Result<()> {
+        let apps = tables.name("rollup_apps");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO {apps} (day, app, jobs) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs"
+            ))?
+            .execute(params![day, app, jobs])?;
+        Ok(())
+    }
+
+    /// Add `sums` to the site's sums of `hour` in `tables`.
+    pub fn add_rollup_hour(&self, tables: Tables, hour: u64, sums: &HourRow) -> Result<()> {
+        let hours = tables.name("rollup_hours");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO {hours} (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
+                     imbalance_weighted, imbalance_wall_ns, escalated_traces)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (hour) DO UPDATE SET jobs = jobs + excluded.jobs,
+                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns,
+                     imbalance_jobs = imbalance_jobs + excluded.imbalance_jobs,
+                     imbalance_weighted = imbalance_weighted + excluded.imbalance_weighted,
+                     imbalance_wall_ns = imbalance_wall_ns + excluded.imbalance_wall_ns,
+                     escalated_traces = escalated_traces + excluded.escalated_traces"
+            ))?
+            .execute(params![
+                hour,
+                sums.jobs,
+                sums.wall_ns,
+                sums.mpi_ns,
+                sums.imbalance_jobs,
+                sums.imbalance_weighted,
+                sums.imbalance_wall_ns,
+                sums.escalated_traces
+            ])?;
+        Ok(())
+    }
+
+    /// Add `sums` to those of `name` of `dimension` (its name) in `hour` in `tables`.
+    pub fn add_rollup_hour_group(
+        &self,
+        tables: Tables,
+        dimension: &str,
+        hour: u64,
+        name: &str,
+        sums: &GroupRow,
+    ) -> Result<()> {
+        let groups = tables.name("rollup_hour_groups");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT INTO {groups} (dimension, hour, name, jobs, wall_ns, mpi_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = jobs + excluded.jobs,
+                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns"
+            ))?
+            .execute(params![
+                dimension,
+                hour,
+                name,
+                sums.jobs,
+                sums.wall_ns,
+                sums.mpi_ns
+            ])?;
+        Ok(())
+    }
+
+    pub fn put_critical(&self, tables: Tables, c: &CriticalEntry) -> Result<()> {
+        let critical = tables.name("critical_jobs");
+        self.tx
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO {critical} (end_ms, key, user, wall_ns, reasons)
+                 VALUES (?1, ?2, ?3, ?4, ?5)"
+            ))?
+            .execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+        Ok(())
+    }
+
+    /// Empty rebuilt tables, made as the live ones are (without their secondary indexes, made
+    /// when swapped in); any earlier rebuilt or retired ones are dropped.
+    pub fn create_rebuilt_rollups(&self) -> Result<()> {
+        drop_tables(&self.tx, "rebuilt")?;
+        drop_tables(&self.tx, "retired")?;
+        for table in TABLES {
+            let sql: String = self.tx.query_row(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
+                |row| row.get(0),
+            )?;
+            self.tx
+                .execute_batch(&sql.replacen(table, &Tables::Rebuilt.name(table), 1))?;
+        }
+        Ok(())
+    }
+
+    /// The row ids of the jobs that ended in `[from, to)` (sorted).
+    pub fn job_ids_ended_between(&self, from: u64, to: u64) -> Result<Vec<i64>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT id FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY id")?;
+        let ids = stmt.query_map(params![from, to], |row| row.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
+    /// Whether a job ended at `end_ms` or later.
+    pub fn has_jobs_from(&self, end_ms: u64) -> Result<bool> {
+        Ok(self.tx.query_row(
+            "SELECT EXISTS (SELECT 1 FROM jobs WHERE end_ms >= ?1)",
+            [end_ms],
+            |row| row.get(0),
+        )?)
+    }
+
+    /// Put the rebuilt rollups in the place of the live ones: the live tables are renamed
+    /// `retired_<table>` (dropped after the commit, [`crate::WriteStore::drop_retired_rollups`]),
+    /// the rebuilt ones take their names, and the live tables' secondary indexes are made again
+    /// on them. `critical` is noted as the thresholds of the critical list, and the rebuild's
+    /// state and staleness are cleared.
+    pub fn swap_in_rebuilt(&self, critical: &str) -> Result<()> {
+        let conn: &Connection = &self.tx;
+        let mut indexes: Vec<(String, String)> = Vec::new();
+        for table in TABLES {
+            let mut stmt = conn.prepare(
+                "SELECT name, sql FROM sqlite_master
+                 WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
+            )?;
+            let rows = stmt.query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            for index in rows {
+                indexes.push(index?);
+            }
+        }
+        for (name, _) in &indexes {
+            conn.execute_batch(&format!("DROP INDEX \"{name}\""))?;
+        }
+        for table in TABLES {
+            conn.execute_batch(&format!(
+                "ALTER TABLE {table} RENAME TO retired_{table};
+                 ALTER TABLE {} RENAME TO {table};",
+                Tables::Rebuilt.name(table)
+            ))?;
+        }
+        for (_, sql) in indexes {
+            conn.execute_batch(&sql)?;
+        }
+        self.set_rollup_state("critical", critical)?;
+        conn.execute(
+            "DELETE FROM rollup_state WHERE name IN ('stale', 'rebuild_to', 'rebuild_critical')",
+            [],
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WriteStore;
+
+    /// Both ways of reading the critical list by CPU time give the same pages, and the index
+    /// way sorts nothing.
+    #[test]
+    fn the_critical_list_by_cpu_reads_the_same_rows_from_its_index() {
+        const PAGE_ROWS: usize = 100;
+        let mut db = WriteStore::in_memory().unwrap();
+        let (november, october) = (
+            (1_000_000_000_000, 1_002_592_000_000),
+            (997_408_000_000, 1_000_000_000_000),
+        );
+        let mut wanted = Vec::new();
+        let tx = db.transaction().unwrap();
+        for n in 0..CRITICAL_SORTED_AS_READ as u64 + 500 {
+            // Ties on CPU time (n % 997) are broken by key; October's rows are read past.
+            for (period, month) in [(november, "nov"), (october, "oct")] {
+                let entry = CriticalEntry {
+                    end_ms: period.0 + n * 7_919 % 2_000_000_000,
+                    key: format!("{month}{:05}", n * 31 % 10_007),
+                    user: "u".into(),
+                    wall_ns: n % 997,
+                    reasons: "r".into(),
+                };
+                tx.put_critical(Tables::Live, &entry).unwrap();
+                if month == "nov" {
+                    wanted.push(entry);
+                }
+            }
+        }
+        tx.commit().unwrap();
+        wanted.sort_by(|a, b| b.wall_ns.cmp(&a.wall_ns).then_with(|| a.key.cmp(&b.key)));
+        for from in [0, 50, CRITICAL_SORTED_AS_READ + 470] {
+            let page: Vec<CriticalEntry> =
+                wanted.iter().skip(from).take(PAGE_ROWS).cloned().collect();
+            for count in [wanted.len(), 1] {
+                let rows = db
+                    .critical_page(november, JobOrder::Cpu, count, (PAGE_ROWS, from))
+                    .unwrap();
+                assert_eq!(rows, page, "from {from}, count {count}");
+            }
+        }
+        // Many critical jobs: the page is read in the index's order, nothing sorted.
+        let query = critical_query(JobOrder::Cpu, CRITICAL_SORTED_AS_READ + 1);
+        let plan = db.query_plan(&query, &[&0, &9, &PAGE_ROWS, &0]);
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("critical_jobs_by_cpu"))
+                && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:?}"
+        );
+    }
+}

@@ -1,0 +1,605 @@
+//! The write handle: creating and migrating the database, ingest's transactions, the
+//! escalation's and the mails' bookkeeping, and the quarantine of unusable records.
+
+use crate::read::{schema_version, BUSY_TIMEOUT, CACHE_KIB};
+use crate::rows::INDEX_COLUMNS;
+use crate::{
+    Error, FiledJob, Inserted, JobRow, Position, Quarantined, ReadStore, Received, Rejected,
+    Result, MIGRATIONS,
+};
+use mpistat_record::model::stored_key;
+use mpistat_record::{AnalysisRecord, JobIndex};
+use rusqlite::{
+    params, Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior,
+};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, Sender};
+
+/// Page size of a new database (an existing one keeps its own).
+const PAGE_SIZE: u32 = 65_536;
+
+/// SQLite's default `wal_autocheckpoint` (pages), which the write handle has outside bulk
+/// writes ([`WriteStore::start_bulk`]).
+const DEFAULT_AUTOCHECKPOINT: u32 = 1000;
+
+/// A database opened to write (ingest, escalation, mails, rollup rebuilds, `mpistat db
+/// migrate`). Its reads are [`ReadStore`]'s (it derefs to one), which here move a job whose
+/// stored record is not usable to the rejected entries.
+pub struct WriteStore {
+    reader: ReadStore,
+    /// The `cache_size` before [`WriteStore::start_bulk`].
+    cache_before_bulk: Option<i64>,
+}
+
+impl std::ops::Deref for WriteStore {
+    type Target = ReadStore;
+
+    fn deref(&self) -> &ReadStore {
+        &self.reader
+    }
+}
+
+impl WriteStore {
+    /// Open the database at `path` (created if missing and `create`), without touching its
+    /// schema (the caller makes the file private before, see the digest's `private`).
+    fn open_unmigrated(path: &Path, create: bool) -> Result<WriteStore> {
+        let opened = |e: rusqlite::Error| Error::Open {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags).map_err(opened)?;
+        // First, so that even switching to WAL waits for another process's transaction.
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
+        // Before the database exists (no effect after): 64 KiB pages suit rows of a few kB
+        // (records) and ingest's bulk appends: fewer pages to write, look up and sync.
+        conn.pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(opened)?;
+        // WAL: readers (digest) do not block the ingest; synchronous=NORMAL in WAL mode still
+        // never corrupts the database, a crash loses at most the last commits (which ingest
+        // redoes, as their positions are lost with them).
+        // Switching a new database to WAL needs a moment alone with it, and SQLite answers
+        // "busy" there without asking the busy handler: wait here as the handler would.
+        let waited_since = std::time::Instant::now();
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy
+                        && waited_since.elapsed() < BUSY_TIMEOUT =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                result => break result.map_err(opened)?,
+            }
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(opened)?;
+        conn.pragma_update(None, "cache_size", -CACHE_KIB)
+            .map_err(opened)?;
+        Ok(WriteStore {
+            reader: ReadStore::of(conn, true),
+            cache_before_bulk: None,
+        })
+    }
+
+    /// Open (creating if needed) the database at `path` and bring its schema up to date
+    /// ([`WriteStore::migrate`]).
+    pub fn open(path: &Path) -> Result<WriteStore> {
+        let mut store = WriteStore::open_unmigrated(path, true)?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Open the database at `path`, which must exist and have this mpistat's schema (a command
+    /// that writes but does not upgrade: the mails' bookkeeping, `rebuild-rollups`).
+    pub fn open_current(path: &Path) -> Result<WriteStore> {
+        let store = WriteStore::open_unmigrated(path, false)?;
+        let found = schema_version(&store.conn)?;
+        let known = MIGRATIONS.len();
+        match found.cmp(&known) {
+            std::cmp::Ordering::Greater => Err(Error::NewerSchema { found, known }),
+            std::cmp::Ordering::Less => Err(Error::NotMigrated {
+                path: path.to_path_buf(),
+                found,
+                known,
+            }),
+            std::cmp::Ordering::Equal => Ok(store),
+        }
+    }
+
+    /// A database in memory with the current schema.
+    #[cfg(test)]
+    pub(crate) fn in_memory() -> Result<WriteStore> {
+        WriteStore::open(Path::new(":memory:"))
+    }
+
+    /// Apply the migrations this database has not had yet; returns how many ran. The only
+    /// place the schema changes.
+    pub fn migrate(&mut self) -> Result<usize> {
+        let path = self.path().unwrap_or_else(|| PathBuf::from(":memory:"));
+        let failed = |e: rusqlite::Error| Error::Migration {
+            path: path.clone(),
+            reason: e.to_string(),
+        };
+        let conn = &mut self.reader.conn;
+        // Up to date: write nothing, so opening never competes for the write lock.
+        if schema_version(conn).map_err(failed)? == MIGRATIONS.len() {
+            return Ok(0);
+        }
+        // Immediate: take the write lock first (waiting up to the busy timeout). A deferred
+        // transaction that reads and then writes fails at once if another process wrote in
+        // between (WAL snapshot conflict), which made two processes opening one new database
+        // at the same moment fail.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        let done = schema_version(&tx).map_err(failed)?;
+        if done > MIGRATIONS.len() {
+            return Err(Error::NewerSchema {
+                found: done,
+                known: MIGRATIONS.len(),
+            });
+        }
+        for migration in &MIGRATIONS[done..] {
+            tx.execute_batch(migration).map_err(failed)?;
+        }
+        tx.pragma_update(None, "user_version", MIGRATIONS.len())
+            .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+        Ok(MIGRATIONS.len() - done)
+    }
+
+    /// A transaction that holds the write lock from its start (waiting for it up to the busy
+    /// timeout): a batch may read before it writes (the partial inbox, a rebuild's progress),
+    /// and a deferred transaction that read fails at once, without waiting, when another
+    /// process (a rollup rebuild's step) committed in between (WAL snapshot conflict).
+    /// Committed by [`WriteTx::commit`], rolled back if dropped.
+    pub fn transaction(&mut self) -> Result<WriteTx<'_>> {
+        Ok(WriteTx {
+            tx: self
+                .reader
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?,
+        })
+    }
+
+    /// Run `work` in a write transaction ([`WriteStore::transaction`]) on a shared handle:
+    /// committed if it returns `Ok`, rolled back if not.
+    pub fn in_transaction<T, E: From<Error>>(
+        &self,
+        work: impl FnOnce(&WriteTx<'_>) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let tx = WriteTx {
+            tx: Transaction::new_unchecked(&self.reader.conn, TransactionBehavior::Immediate)
+                .map_err(Error::from)?,
+        };
+        let done = work(&tx)?;
+        tx.commit()?;
+        Ok(done)
+    }
+
+    /// Bulk writes (an ingest run) from here to [`WriteStore::end_bulk`]: a bigger page cache
+    /// (`cache_kib`), and a file database is checkpointed by the returned [`Checkpointer`] on a
+    /// thread of the caller's instead of by the commits themselves.
+    pub fn start_bulk(&mut self, cache_kib: i64) -> Result<Option<Checkpointer>> {
+        let conn = &self.reader.conn;
+        let cache: i64 = conn.query_row("PRAGMA cache_size", [], |row| row.get(0))?;
+        self.cache_before_bulk = Some(cache);
+        conn.pragma_update(None, "cache_size", -cache_kib)?;
+        let path = self.reader.path();
+        if path.is_some() {
+            conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        }
+        Ok(path.map(|path| Checkpointer { path }))
+    }
+
+    /// The end of bulk writes ([`WriteStore::start_bulk`]).
+    pub fn end_bulk(&mut self) -> Result<()> {
+        let conn = &self.reader.conn;
+        if self.reader.path().is_some() {
+            conn.pragma_update(None, "wal_autocheckpoint", DEFAULT_AUTOCHECKPOINT)?;
+        }
+        if let Some(cache) = self.cache_before_bulk.take() {
+            conn.pragma_update(None, "cache_size", cache)?;
+        }
+        Ok(())
+    }
+
+    /// Read every stored record: those that are not usable are moved to the rejected entries
+    /// ([`ReadStore::take_quarantined`] says which). Returns how many records were read.
+    pub fn quarantine_unusable(&self) -> Result<u64> {
+        let mut read = 0;
+        self.each_filed_job_ended_between(0, i64::MAX as u64, |_, _| read += 1)?;
+        Ok(read)
+    }
+
+    /// Move a job whose stored record is not usable (`detail` says why) out of `jobs` into
+    /// `rejected` as `corrupt` (so `mpistat ingest --report` shows it): its record is never
+    /// used, and nobody is credited with the job.
+    pub fn quarantine(&self, filed: &FiledJob, detail: &str) -> Quarantined {
+        let index = &filed.index;
+        quarantine(
+            &self.reader.conn,
+            filed,
+            format!(
+                "job {} filed for uid {} ({}): {detail}",
+                index.job_id, index.uid, index.user
+            ),
+        )
+    }
+
+    /// The escalation rules have looked at these jobs (and their traces are analysed, if any).
+    pub fn unqueue(&self, ids: impl IntoIterator<Item = i64>) -> Result<()> {
+        let tx = self.reader.conn.unchecked_transaction()?;
+        {
+            let mut delete = tx.prepare("DELETE FROM escalation_queue WHERE id = ?1")?;
+            for id in ids {
+                delete.execute([id])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The job of `received` as filed (the last stored, should there be several): the job of
+    /// the analysis' (attested) uid whose lines had the key its trace directory named
+    /// ([`stored_key`]); only when that uid has none, another uid's job of that wire key (which
+    /// the caller rejects: not the sender's). No record read, looked for only among the rows
+    /// stored since it was last looked for (no index leads to a key, see [`ReadStore::job`]:
+    /// this reads those rows). When there is none, the rows up to the last one now are marked
+    /// as looked at.
+    pub fn job_of_analysis(&self, received: &Received) -> Result<Option<FiledJob>> {
+        let conn = &self.reader.conn;
+        let last: i64 = conn.query_row("SELECT coalesce(max(id), 0) FROM jobs", [], |row| {
+            row.get(0)
+        })?;
+        let found = conn
+            .query_row(
+                &format!(
+                    "SELECT {INDEX_COLUMNS} FROM jobs WHERE id > ?1 AND id <= ?2
+                         AND key >= ?3 || '-' AND key < ?3 || '.'
+                     ORDER BY key = ?4 DESC, jobs.id DESC LIMIT 1"
+                ),
+                params![
+                    received.looked_to,
+                    last,
+                    received.analysis.job_key,
+                    stored_key(&received.analysis.job_key, received.analysis.uid)
+                ],
+                FiledJob::from_row,
+            )
+            .optional()?;
+        if found.is_none() {
+            conn.execute(
+                "UPDATE analysis_inbox SET looked_to = ?1 WHERE key = ?2 AND uid = ?3",
+                params![last, received.key, received.analysis.uid],
+            )?;
+        }
+        Ok(found)
+    }
+
+    /// Store `analysis` as the analysis of the job filed as `job` (its summary, or why it
+    /// failed), taking it out of the inbox.
+    pub fn store_analysis(&self, job: &JobIndex, analysis: &AnalysisRecord) -> Result<()> {
+        let status = if analysis.summary.is_some() {
+            "ok"
+        } else {
+            "failed"
+        };
+        let tx = self.reader.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT OR REPLACE INTO analyses (key, user, end_ms, job_id, app, dir, status, summary,
+                 error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![
+                job.key(),
+                job.user,
+                job.end_unix_ms,
+                job.job_id,
+                job.application(),
+                analysis.dir,
+                status,
+                analysis.summary,
+                analysis
+                    .error
+                    .as_deref()
+                    .or(analysis.summary.is_none().then_some("no summary"))
+            ],
+        )?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![analysis.key(), analysis.uid],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Move `received` out of the inbox into `rejected` (`kind`, e.g. `forged`, and why).
+    pub fn reject_analysis(&self, received: &Received, kind: &str, detail: &str) -> Result<()> {
+        let tx = self.reader.conn.unchecked_transaction()?;
+        tx.execute(
+            "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+             VALUES (?1, ?2, ?3, ?4, NULL)",
+            params![
+                kind,
+                format!("{}/uid {}", received.key, received.analysis.uid),
+                received.source,
+                format!(
+                    "analysis of job {} sent by uid {}: {detail}",
+                    received.analysis.job_key, received.analysis.uid
+                )
+            ],
+        )?;
+        tx.execute(
+            "DELETE FROM analysis_inbox WHERE key = ?1 AND uid = ?2",
+            params![received.key, received.analysis.uid],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Record the outcome of one attempt to send (user, week)'s mail to `recipient`.
+    pub fn record_mail(
+        &self,
+        user: &str,
+        week: &str,
+        recipient: &str,
+        outcome: Result<(), &str>,
+    ) -> Result<()> {
+        let (status, error) = match outcome {
+            Ok(()) => ("sent", None),
+            Err(e) => ("failed", Some(e)),
+        };
+        self.reader.conn.execute(
+            "INSERT INTO mails (user, week, status, attempts, error, recipient)
+             VALUES (?1, ?2, ?3, 1, ?4, ?5)
+             ON CONFLICT (user, week) DO UPDATE SET status = ?3, attempts = attempts + 1,
+                 error = ?4, recipient = ?5",
+            params![user, week, status, error, recipient],
+        )?;
+        Ok(())
+    }
+}
+
+/// Move the job `filed` out of `jobs` into `rejected` as `corrupt` (`detail`: which job and
+/// why). A savepoint: also inside a caller's transaction (a rollup rebuild reads every job).
+/// Returns what it did, for the caller to report.
+pub(crate) fn quarantine(conn: &Connection, filed: &FiledJob, detail: String) -> Quarantined {
+    let moved = (|| -> rusqlite::Result<()> {
+        conn.execute_batch("SAVEPOINT quarantine")?;
+        let changed = (|| -> rusqlite::Result<()> {
+            conn.execute(
+                "INSERT OR REPLACE INTO rejected (kind, ref, source, detail, line)
+                 VALUES ('corrupt', ?1, 'database', ?2, NULL)",
+                params![filed.key, detail],
+            )?;
+            conn.execute("DELETE FROM jobs WHERE id = ?1", [filed.id])?;
+            conn.execute("DELETE FROM escalation_queue WHERE id = ?1", [filed.id])?;
+            Ok(())
+        })();
+        match changed {
+            Ok(()) => conn.execute_batch("RELEASE quarantine"),
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK TO quarantine; RELEASE quarantine");
+                Err(e)
+            }
+        }
+    })();
+    match moved {
+        Ok(()) => Quarantined::Moved { detail },
+        Err(e) => Quarantined::Skipped {
+            detail,
+            error: e.to_string(),
+        },
+    }
+}
+
+/// Checkpoints a database during bulk writes ([`WriteStore::start_bulk`]).
+pub struct Checkpointer {
+    path: PathBuf,
+}
+
+impl Checkpointer {
+    /// Checkpoint the database (copy the WAL's pages into the database file, and sync both)
+    /// after every commit signalled on `commits`, and once more when they end, from a
+    /// connection of its own: the writer does not checkpoint (nor wait for the disk) itself,
+    /// its commits go on while the pages of the earlier ones are copied and synced. Passive: it
+    /// never waits for readers or the writer. A failure only leaves the work to the next
+    /// checkpoint.
+    pub fn run(self, commits: Receiver<()>, done: Sender<()>) {
+        let conn = Connection::open(&self.path).ok();
+        let checkpoint = || {
+            if let Some(conn) = &conn {
+                let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+            }
+        };
+        for () in commits {
+            checkpoint();
+            let _ = done.send(());
+        }
+        checkpoint();
+    }
+}
+
+/// One write transaction ([`WriteStore::transaction`]): ingest's batches, the partial inbox
+/// ([`crate::partials`]) and the rollups ([`crate::rollups`]).
+pub struct WriteTx<'conn> {
+    pub(crate) tx: Transaction<'conn>,
+}
+
+impl WriteTx<'_> {
+    pub fn commit(self) -> Result<()> {
+        Ok(self.tx.commit()?)
+    }
+
+    /// The job with key `key` came whole after the database reported it incomplete: the
+    /// report is withdrawn.
+    pub fn clear_incomplete(&self, key: &str) -> Result<()> {
+        self.tx
+            .prepare_cached("DELETE FROM rejected WHERE kind = 'incomplete' AND ref = ?1")?
+            .execute(params![key])?;
+        Ok(())
+    }
+
+    /// Store a job (once: a job already there is left alone) with its index and deflated
+    /// record, queued for the escalation rules if it is new and [`JobRow::look`], counted in
+    /// its hour's jobs meeting the rule if new and [`JobRow::meets_rule`]. Returns
+    /// whether it was new, and if not, whether the stored one is another record
+    /// ([`JobRow::collision`]: then it is to be rejected).
+    pub fn insert_job(&self, job: &JobRow) -> Result<Inserted> {
+        if self.insert_new_job(job)? {
+            return Ok(Inserted::New);
+        }
+        let stored = self
+            .tx
+            .prepare_cached("SELECT record, origin FROM jobs WHERE end_ms = ?1 AND key = ?2")?
+            .query_row(params![job.index.end_unix_ms, job.key], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })?;
+        Ok(match job.collision(stored) {
+            Some(rejected) => Inserted::Collision(rejected),
+            None => Inserted::Again,
+        })
+    }
+
+    fn insert_new_job(&self, job: &JobRow) -> Result<bool> {
+        let index = &job.index;
+        let imbalance = index.imbalance.as_ref();
+        let inserted = self
+            .tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO jobs (key, uid, user, job_id, exe, ranks, start_ms, end_ms,
+                     wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
+                     wall_ns_max, critical_path_ns, work_sum_ns, traced, app, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                     ?17, ?18, ?19, ?20, ?21)",
+            )?
+            .execute(params![
+                job.key,
+                index.uid,
+                index.user,
+                index.job_id,
+                index.exe,
+                index.ranks,
+                index.start_unix_ms,
+                index.end_unix_ms,
+                index.wall_ns_sum,
+                index.mpi_ns_sum,
+                index.partial,
+                job.deflated,
+                index.version,
+                index.host,
+                index.pid,
+                index.wall_ns_max,
+                imbalance.map(|i| i.critical_path_ns),
+                imbalance.map(|i| i.work_sum_ns),
+                index.traced,
+                (!index.app.is_empty()).then_some(&index.app),
+                job.origin,
+            ])?;
+        if inserted == 1 && job.look {
+            self.tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO escalation_queue (id, uid, app, traced)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![
+                    self.tx.last_insert_rowid(),
+                    index.uid,
+                    index.application(),
+                    index.traced.is_some()
+                ])?;
+        }
+        if inserted == 1 && job.meets_rule {
+            self.tx
+                .prepare_cached(
+                    "INSERT INTO escalation_rule_hours (hour, jobs) VALUES (?1, 1)
+                     ON CONFLICT (hour) DO UPDATE SET jobs = jobs + 1",
+                )?
+                .execute([index.end_unix_ms / crate::rollups::HOUR_MS])?;
+        }
+        Ok(inserted == 1)
+    }
+
+    /// Ingest read a line of time `line_ms` (unix ms): the newest line read is the later of it
+    /// and the one noted before ([`ReadStore::newest_line_ms`]).
+    pub fn note_newest_line(&self, line_ms: u64) -> Result<()> {
+        self.tx.execute(
+            "INSERT INTO ingest_clock (id, newest_line_ms) VALUES (0, ?1)
+             ON CONFLICT (id) DO UPDATE SET
+                 newest_line_ms = max(newest_line_ms, excluded.newest_line_ms)",
+            [line_ms],
+        )?;
+        Ok(())
+    }
+
+    /// File an analysis record whose sender may have sent it (once: a repeat is ignored), for
+    /// the escalation to match to its job after the run.
+    pub fn insert_analysis(&self, received: &Received) -> Result<()> {
+        let a = &received.analysis;
+        self.tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO analysis_inbox (key, job_key, uid, user, host, dir,
+                     summary, error, analysed_ms, received_ms, source)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            )?
+            .execute(params![
+                received.key,
+                a.job_key,
+                a.uid,
+                a.user,
+                a.host,
+                a.dir,
+                a.summary,
+                a.error,
+                a.analysed_unix_ms,
+                received.received_ms,
+                received.source
+            ])?;
+        Ok(())
+    }
+
+    /// Add `rejected` to the rejected entries (once: the same kind and reference again is
+    /// ignored).
+    pub fn insert_rejected(&self, rejected: &Rejected) -> Result<()> {
+        self.tx
+            .prepare_cached(
+                "INSERT OR IGNORE INTO rejected (kind, ref, source, detail, line)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(params![
+                rejected.kind,
+                rejected.reference,
+                rejected.source,
+                rejected.detail,
+                rejected.line
+            ])?;
+        Ok(())
+    }
+
+    /// Create or update the position row of a file (a new one when its id is 0); returns its
+    /// id.
+    pub fn save_position(&self, position: &Position, path: &str) -> Result<i64> {
+        let id = (position.id > 0).then_some(position.id);
+        self.tx.execute(
+            "INSERT INTO positions (id, head_len, head_crc, offset, path, stat)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (id) DO UPDATE SET head_len = excluded.head_len,
+                 head_crc = excluded.head_crc, offset = excluded.offset, path = excluded.path,
+                 stat = excluded.stat",
+            params![
+                id,
+                position.head_len,
+                position.head_crc,
+                position.offset,
+                path,
+                position.stat
+            ],
+        )?;
+        Ok(id.unwrap_or_else(|| self.tx.last_insert_rowid()))
+    }
+}

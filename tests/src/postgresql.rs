@@ -1,0 +1,120 @@
+//! A real PostgreSQL server of the test's own (issue 35 §2): Debian's `postgresql-15` binaries,
+//! `initdb` and `pg_ctl` run as an unprivileged user in a temporary directory, listening on a
+//! Unix socket there and on no TCP port. Stopped (`pg_ctl stop -m fast`) when dropped.
+
+use crate::{TempDir, User};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Where Debian's `postgresql-15` puts its server programs.
+pub const BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// A running server: its data directory, its socket's directory, and the user it runs as (its
+/// superuser role has that user's name).
+pub struct PostgresServer {
+    owner: User,
+    dir: TempDir,
+}
+
+impl PostgresServer {
+    /// `None` when the binaries are not installed (`scripts/prereqs.sh` installs them).
+    pub fn start(owner: &User) -> Option<PostgresServer> {
+        if !Path::new(BIN).join("initdb").exists() {
+            return None;
+        }
+        let dir = TempDir::new("postgres");
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        owner.own(dir.path());
+        let server = PostgresServer {
+            owner: owner.clone(),
+            dir,
+        };
+        let data = server.data();
+        server.run_ok(
+            Command::new(Path::new(BIN).join("initdb"))
+                .args(["--auth=peer", "--encoding=UTF8", "--locale=C", "-D"])
+                .arg(&data),
+        );
+        let options = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
+            server.socket_dir().display()
+        );
+        server.run_ok(
+            Command::new(Path::new(BIN).join("pg_ctl"))
+                .args(["start", "-w", "-t", "60", "-D"])
+                .arg(&data)
+                .args(["-l"])
+                .arg(server.dir.path().join("server.log"))
+                .args(["-o", &options]),
+        );
+        Some(server)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The directory of the server's Unix socket (libpq's `host`).
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A `postgresql://` URL of database `database` as role `role`, over the socket.
+    pub fn url(&self, role: &str, database: &str) -> String {
+        format!(
+            "postgresql://{role}@/{database}?host={}",
+            self.socket_dir().display()
+        )
+    }
+
+    /// `psql` as `user` (peer authentication: as the role of that user's name) on `database`,
+    /// running `sql`; its output (whatever the outcome).
+    pub fn psql_as(&self, user: &User, database: &str, sql: &str) -> Output {
+        user.command("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(self.socket_dir())
+            .args(["-d", database, "-c", sql])
+            .output()
+            .expect("run psql")
+    }
+
+    /// [`PostgresServer::psql_as`] as the server's owner (its superuser), required to succeed:
+    /// its standard output.
+    pub fn psql(&self, database: &str, sql: &str) -> String {
+        let out = self.psql_as(&self.owner, database, sql);
+        assert!(
+            out.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn run_ok(&self, command: &mut Command) {
+        let program = command.get_program().to_owned();
+        let mut as_owner = self.owner.command(program);
+        as_owner.args(command.get_args());
+        let out = as_owner.output().expect("run a PostgreSQL program");
+        assert!(
+            out.status.success(),
+            "{as_owner:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PostgresServer {
+    fn drop(&mut self) {
+        let _ = self
+            .owner
+            .command(Path::new(BIN).join("pg_ctl"))
+            .args(["stop", "-m", "fast", "-w", "-D"])
+            .arg(self.data())
+            .output();
+    }
+}
