@@ -153,7 +153,7 @@ impl Pmix {
         let mut p = crate::next::after_us(self.name);
         if p.is_null() {
             // A libpmix opened `RTLD_LOCAL` by an MPI component, whatever its soname.
-            p = crate::family::known::in_loaded(b"libpmix.so", self.name);
+            p = mpistat_abi::in_loaded(b"libpmix.so", self.name);
         }
         self.addr.store(p, Relaxed);
         (!p.is_null()).then_some(p)
@@ -326,7 +326,7 @@ impl Getter {
     fn new() -> Option<Getter> {
         // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
         // The namespace first: without PMIx (MPICH's Hydra) looking for `PMIx_Get` searched
-        // every loaded object's symbols, and `known::in_loaded` in `.text`, at the end of
+        // every loaded object's symbols, and `mpistat_abi::in_loaded` in `.text`, at the end of
         // `MPI_Init` (two more chunks in its peak).
         // SAFETY: getenv with a NUL-terminated name; the value is read at once.
         let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };

@@ -2,9 +2,8 @@
 //! contract between the front library (`libmpistat.so`) and the per-family implementations
 //! (`libmpistat_<family>.so`) it loads.
 //!
-//! This file is shared: the profiler uses it as `family::known`, and the front (`front/`, which
-//! cannot depend on the profiler: both are cdylibs) includes it with `#[path]`. So it uses only
-//! `std` and `libc`, and nothing of either crate.
+//! Both the front (`front/`) and the profilers depend on this crate (they cannot depend on each
+//! other: both are cdylibs). It uses only `std` and `libc`: the front links only what it runs.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -187,7 +186,7 @@ mod tests {
 
     #[test]
     fn the_library_opts_out_with_the_taskprologs_spellings() {
-        let prolog = include_str!("../../../etc/slurm/mpistat-taskprolog.sh");
+        let prolog = include_str!("../../etc/slurm/mpistat-taskprolog.sh");
         let case = prolog
             .lines()
             .find(|l| l.trim_end().ends_with(") exit 0 ;;"))
