@@ -1,6 +1,6 @@
 //! Trace-capture mode: every outermost MPI call of the thread that called `MPI_Init`, with its call
 //! site and its messages, collectives, requests and new communicators, as events of
-//! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
+//! `mpistat-trace`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers nothing: their one test of their switches
 //! ([`crate::gates::plain`]) covers it; everything else is in the traced wrappers (the wrappers'
@@ -30,14 +30,14 @@ use crate::mpi::{self, OwnComm};
 use crate::rawevents::{self, RawEvents};
 use crate::rt::RoutineId;
 use crate::traffic::{Measured, Traffic, NO_PEER, PROC_NULL};
-use mpistat_analysis::hash::FastMap;
-use mpistat_analysis::model::{
+use mpistat_record::model::TraceInfo;
+use mpistat_site::{escalation, SiteConfig, TraceConfig};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{
     ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region,
     RegionRole,
 };
-use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
-use mpistat_record::model::TraceInfo;
-use mpistat_site::{escalation, SiteConfig, TraceConfig};
+use mpistat_trace::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
