@@ -73,6 +73,7 @@ pub type ResolveNext = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 impl Known {
     /// Where the family's library defines `name`: in the global scope, else in the family's
     /// library opened `RTLD_LOCAL`; null if nowhere.
+    #[inline]
     pub fn find(&self, name: &CStr) -> *mut c_void {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
         let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
@@ -84,6 +85,7 @@ impl Known {
     }
 
     /// `name` in the family's library if it is loaded (however it was opened), or null.
+    #[inline]
     pub fn in_library(&self, name: &CStr) -> *mut c_void {
         in_libraries(self.libraries, name)
     }
@@ -149,6 +151,7 @@ pub fn in_loaded(prefix: &[u8], name: &CStr) -> *mut c_void {
 
 /// `MPI_X` for `PMPI_X`: what to forward to when no library defines the profiling name (a
 /// minimal "MPI" without the profiling interface).
+#[inline]
 pub fn plain_name(name: &CStr) -> Option<&CStr> {
     match name.to_bytes_with_nul().strip_prefix(b"P") {
         // Still ends with the NUL of `name` and has no interior NUL.
