@@ -9,7 +9,7 @@
 
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::examples::halo;
-use mpistat_analysis::tracefile::write_dir;
+use mpistat_trace::tracefile::write_dir;
 use std::path::Path;
 use std::time::Instant;
 

@@ -13,6 +13,6 @@ fn main() {
         ranks.parse().expect("RANKS"),
         events.parse().expect("EVENTS"),
     );
-    mpistat_analysis::tracefile::write_dir(std::path::Path::new(dir), &trace).expect("write");
+    mpistat_trace::tracefile::write_dir(std::path::Path::new(dir), &trace).expect("write");
     println!("{} events", trace.event_count());
 }

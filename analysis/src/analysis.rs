@@ -5,14 +5,15 @@ use crate::callpath::{CallTree, CallpathId};
 use crate::critical::{critical_path, Segment};
 use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::{self, Forward, WaitState};
-use crate::hash::FastMap;
 use crate::matching::{self, Matching};
-use crate::model::{Definitions, Rank, Ticks, Trace};
 use crate::patterns::Pattern;
-use crate::replay::{parallel_for_each_mut, parallel_map};
+use crate::replay::parallel_for_each_mut;
 use crate::source::{TraceDir, TraceSource};
 use crate::timeline::{self, RankTimeline};
-use crate::tracefile::{read_dir_ranks_with, DirContents};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{Definitions, Rank, Ticks, Trace};
+use mpistat_trace::parallel::parallel_map;
+use mpistat_trace::tracefile::{read_dir_ranks_with, DirContents};
 use serde::Serialize;
 use std::path::Path;
 
@@ -169,7 +170,7 @@ pub fn run_passes_observed(
 /// Reads a trace directory and runs all passes, calling `finished(pass)` as each pass ends.
 /// Each rank file is decoded straight into its timeline (the events are never all in memory).
 /// Returns the passes and the problems of the reading (see
-/// [`read_dir_with`](crate::tracefile::read_dir_with)).
+/// [`read_dir_with`](mpistat_trace::tracefile::read_dir_with)).
 pub fn run_passes_on_dir(
     dir: &Path,
     finished: &mut dyn FnMut(&'static str),

@@ -20,11 +20,11 @@
 
 use crate::callpath::CallpathId;
 use crate::forward::{Forward, WaitState};
-use crate::hash::FastMap;
 use crate::matching::InstanceId;
-use crate::model::{Rank, Ticks};
 use crate::replay::{self, Gates, Progress, RankProgram};
 use crate::timeline::RankTimeline;
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{Rank, Ticks};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Delay costs of one call path on one rank.

@@ -5,7 +5,7 @@
 //! waits for have entered. Any sequence of builder calls therefore gives a valid execution, which
 //! the tests and benchmarks rely on.
 
-use crate::model::{
+use mpistat_trace::model::{
     Cartesian, CommId, Communicator, Definitions, Event, EventKind, MpiClass, Rank, Region,
     RegionId, RegionRole, Ticks, Trace,
 };

@@ -5,8 +5,8 @@
 //! that record only MPI calls therefore still give computation a recognisable name:
 //! `compute after MPI_Recv (solver.c:140) before MPI_Allreduce (solver.c:188)`.
 
-use crate::hash::FastMap;
-use crate::model::{Region, RegionId};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{Region, RegionId};
 
 /// Index into [`CallTree::nodes`].
 pub type CallpathId = u32;

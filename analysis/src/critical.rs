@@ -7,8 +7,8 @@
 //! analysis (`distributed_replay.rs`) hands the walk's [`Token`] between processes.
 
 use crate::forward::{Forward, WaitState};
-use crate::model::{Rank, Ticks};
 use crate::timeline::RankTimeline;
+use mpistat_trace::model::{Rank, Ticks};
 
 /// A stretch `[start, end)` of the critical path on one rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -30,11 +30,11 @@ use crate::distributed::{
 };
 use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::WaitState;
-use crate::hash::FastMap;
 use crate::matching::InstanceId;
-use crate::model::{Rank, Ticks};
 use crate::replay::Progress;
 use crate::timeline::RankTimeline;
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{Rank, Ticks};
 use std::path::Path;
 
 /// What crossed to a cause's process from one waiter.

@@ -4,7 +4,7 @@
 
 use crate::analysis::Analysis;
 use crate::builder::{ExecutionBuilder, WORLD};
-use crate::model::{CommId, Rank, RegionId, Ticks, Trace};
+use mpistat_trace::model::{CommId, Rank, RegionId, Ticks, Trace};
 
 /// Seed 000 (Böhme et al., TOPC 2016), Fig. 2: excess `comp` on rank 0 makes rank 1 wait in
 /// R1; rank 1's wait and its receive time make rank 2 wait in R2.

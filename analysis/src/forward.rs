@@ -11,12 +11,13 @@
 //! synchronisation interval starts at the later of the waiter's and the cause's window starts, so
 //! both sides profile the same stretch of time.
 
-use crate::hash::FastMap;
 use crate::matching::{Instance, InstanceId, Matching, Participant, UNMATCHED};
-use crate::model::{Definitions, MpiClass, Rank, Ticks};
 use crate::patterns::Pattern;
-use crate::replay::{parallel_for_each_mut, parallel_map};
+use crate::replay::parallel_for_each_mut;
 use crate::timeline::{RankTimeline, SyncKind};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{Definitions, MpiClass, Rank, Ticks};
+use mpistat_trace::parallel::parallel_map;
 
 /// A wait state: operation `op` of its rank waited `wait` ticks from its enter on.
 #[derive(Debug, Clone, Copy, PartialEq)]

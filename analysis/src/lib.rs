@@ -1,6 +1,6 @@
 //! Replay-based analysis of MPI event traces: wait states, delay costs and the critical path.
 //!
-//! The crate is pure computation (no IO): it takes a [`model::Trace`] (one event list per rank plus
+//! The crate is pure computation (no IO): it takes a [`mpistat_trace::model::Trace`] (one event list per rank plus
 //! global definitions) and returns an [`Analysis`]. The pipeline follows Scalasca's parallel replay:
 //!
 //! 1. [`timeline`]: per rank, events become MPI operations and time pieces labelled by call path.
@@ -20,7 +20,8 @@
 //! [`source`] is what the passes read a trace through: an mpistat trace directory or, through
 //! crate `mpistat-otf2`, an OTF2 archive.
 //!
-//! [`tracefile`] is the per-rank trace file format (writer and reader); [`builder`] makes synthetic,
+//! The trace it reads (event model, file format, unification of the profiler's per-rank files)
+//! is crate `mpistat-trace`. [`builder`] makes synthetic,
 //! causally consistent executions for tests and benchmarks, and [`examples`] the executions they
 //! share.
 
@@ -34,16 +35,12 @@ pub mod distributed_replay;
 pub mod error;
 pub mod examples;
 pub mod forward;
-pub mod hash;
 pub mod matching;
 pub mod memory;
-pub mod model;
 pub mod patterns;
 pub mod replay;
 pub mod source;
 pub mod timeline;
-pub mod tracefile;
-pub mod unify;
 
 pub use analysis::{analyze, Analysis};
 pub use error::AnalysisError;

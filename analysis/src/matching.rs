@@ -5,10 +5,10 @@
 //! and tag, so wildcards are already resolved. The k-th collective call on a communicator of every
 //! member forms one instance. Everything matched is a *synchronisation instance* with one id.
 
-use crate::hash::FastMap;
-use crate::model::{CommId, Definitions, MpiClass, Rank};
-use crate::replay::parallel_map;
 use crate::timeline::{RankTimeline, SyncKind};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{CommId, Definitions, MpiClass, Rank};
+use mpistat_trace::parallel::parallel_map;
 
 /// Index into [`Matching::instances`].
 pub type InstanceId = u32;

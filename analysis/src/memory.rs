@@ -11,7 +11,7 @@
 use crate::distributed::Blocks;
 use crate::error::MemoryError;
 use crate::source::TraceSource;
-use crate::tracefile::{survey, Survey};
+use mpistat_trace::tracefile::{survey, Survey};
 use std::fmt;
 use std::path::Path;
 
@@ -265,7 +265,7 @@ fn cgroup_memory_max() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Rank;
+    use mpistat_trace::model::Rank;
     use proptest::prelude::*;
 
     const MIB: u64 = 1 << 20;

@@ -3,8 +3,8 @@
 //! As in Scalasca, a pattern declares its name and meaning; the forward replay asks each
 //! synchronisation point which pattern it can exhibit ([`Pattern::for_point`]) and measures it.
 
-use crate::model::MpiClass;
 use crate::timeline::SyncKind;
+use mpistat_trace::model::MpiClass;
 use serde::Serialize;
 
 /// A kind of wait state.

@@ -1,6 +1,6 @@
 //! Running per-rank passes in parallel on threads.
 //!
-//! [`parallel_map`] runs an independent pass per rank. [`run`] runs *communicating* rank programs
+//! [`parallel_map`](mpistat_trace::parallel::parallel_map) runs an independent pass per rank. [`run`] runs *communicating* rank programs
 //! (the backward replay): a program runs until it needs the contributions of a synchronisation
 //! instance that have not all arrived, parks there, and is made ready by whoever delivers the
 //! last one. A fixed set of worker threads serves the ready ranks, so thousands of ranks need no
@@ -14,46 +14,11 @@
 //! carrying the contributions in place of the gates.
 
 use crate::matching::InstanceId;
-use crate::model::Rank;
+use mpistat_trace::model::Rank;
+use mpistat_trace::parallel::workers;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
-
-/// The number of worker threads to use for `items` independent pieces of work.
-fn workers(items: usize) -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items)
-        .max(1)
-}
-
-/// `f(0..n)` computed on all cores, in order.
-pub fn parallel_map<T: Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let threads = workers(n);
-    let next = AtomicUsize::new(0);
-    let mut results: Vec<(usize, T)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= n {
-                            return mine;
-                        }
-                        mine.push((i, f(i)));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a replay worker panicked"))
-            .collect()
-    });
-    results.sort_unstable_by_key(|&(i, _)| i);
-    results.into_iter().map(|(_, t)| t).collect()
-}
 
 /// What a rank program reports when it stops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,8 @@
 
 use crate::analysis::{read_timelines, Built};
 use crate::error::AnalyzeDirError;
-use crate::model::{Definitions, Rank};
-use crate::tracefile::{survey, DirContents, Survey};
+use mpistat_trace::model::{Definitions, Rank};
+use mpistat_trace::tracefile::{survey, DirContents, Survey};
 use std::path::{Path, PathBuf};
 
 /// A trace the analysis can read: its definitions and, rank by rank, its events.

@@ -7,7 +7,7 @@
 
 use crate::callpath::{CallNode, CallTree, CallpathId, Frame};
 use crate::error::AnalysisError;
-use crate::model::{
+use mpistat_trace::model::{
     CommId, Definitions, Event, EventKind, MpiClass, Rank, RegionId, RegionRole, Ticks,
 };
 use std::ops::Range;

@@ -3,9 +3,9 @@
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::distributed::{forward_on_dir, ThreadExchange};
 use mpistat_analysis::distributed_replay;
-use mpistat_analysis::model::{Event, EventKind};
 use mpistat_analysis::patterns::Pattern;
 use mpistat_analysis::{analyze, Analysis};
+use mpistat_trace::model::{Event, EventKind};
 
 fn waiting(analysis: &Analysis, label: &str, rank: u32, pattern: Pattern) -> f64 {
     let id = analysis
@@ -196,7 +196,7 @@ fn receives_that_wait_for_each_other_stall_the_replay_with_a_clear_error() {
     // The distributed replay stops too, everywhere, with the same error.
     let dir = std::env::temp_dir().join(format!("mpistat-stall-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    mpistat_analysis::tracefile::write_dir(&dir, &trace).unwrap();
+    mpistat_trace::tracefile::write_dir(&dir, &trace).unwrap();
     for processes in 1..=3 {
         let results = ThreadExchange::run(processes, |exchange| {
             let (local, _) = forward_on_dir(&dir, exchange).unwrap();

@@ -7,9 +7,9 @@ use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
 use mpistat_analysis::distributed::{wait_states_of, wait_states_on_threads};
 use mpistat_analysis::distributed_replay::analysis_on_threads;
 use mpistat_analysis::examples::{MixedRegions, ROUTINES};
-use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
-use mpistat_analysis::tracefile::write_dir;
 use mpistat_analysis::{analyze, Analysis};
+use mpistat_trace::model::{EventKind, MpiClass, RegionRole, Trace};
+use mpistat_trace::tracefile::write_dir;
 use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
 
@@ -375,7 +375,7 @@ proptest! {
         ranks in prop::collection::vec(prop::collection::vec((0..5u64, any_event_kind()), 0..25), 1..4)
     ) {
         let mut trace = build(2, &[]);
-        trace.definitions.communicators.push(mpistat_analysis::model::Communicator { members: vec![1, 0] });
+        trace.definitions.communicators.push(mpistat_trace::model::Communicator { members: vec![1, 0] });
         trace.ranks = ranks
             .into_iter()
             .map(|events| {
@@ -384,7 +384,7 @@ proptest! {
                     .into_iter()
                     .map(|(delta, kind)| {
                         time += delta;
-                        mpistat_analysis::model::Event { time, kind }
+                        mpistat_trace::model::Event { time, kind }
                     })
                     .collect()
             })

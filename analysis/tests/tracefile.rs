@@ -1,18 +1,18 @@
 //! The trace file format: round trips, and clear errors (never panics) on damaged files.
 
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
-use mpistat_analysis::error::TraceFileError;
-use mpistat_analysis::model::{
+use mpistat_trace::error::TraceFileError;
+use mpistat_trace::model::{
     Cartesian, ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass,
     Region, RegionRole,
 };
-use mpistat_analysis::tracefile::{
+use mpistat_trace::tracefile::{
     decode_definitions, decode_local, decode_rank, encode_definitions, encode_local, encode_rank,
     local_file_name, rank_file_name, read_dir, write_dir,
 };
 use proptest::prelude::*;
 
-fn sample() -> mpistat_analysis::model::Trace {
+fn sample() -> mpistat_trace::model::Trace {
     let mut b = ExecutionBuilder::new(4);
     let work = b.region("work", "");
     let (send, recv) = (b.region("MPI_Send", "a.c:1"), b.region("MPI_Recv", "a.c:2"));

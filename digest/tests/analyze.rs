@@ -1,10 +1,10 @@
 //! `mpistat analyze` on the worked example of seed 000 (Fig. 3), written as a trace directory.
 
 use mpistat_analysis::builder::ExecutionBuilder;
-use mpistat_analysis::model::Cartesian;
-use mpistat_analysis::tracefile::write_dir;
 use mpistat_digest::analyze::run;
 use mpistat_digest::cli::{AnalyzeArgs, AnalyzeFormat};
+use mpistat_trace::model::Cartesian;
+use mpistat_trace::tracefile::write_dir;
 use std::path::PathBuf;
 
 /// Seed 000 Fig. 3 with one tick per second, on a 1-D process grid.
@@ -182,10 +182,10 @@ fn a_call_site() -> u32 {
 /// The label `mpistat analyze` gives a call site in this test binary (at `a_call_site`),
 /// recorded with `build_id`, in a profiler-written directory (local definitions).
 fn label_of_own_call_site(build_id: &str) -> String {
-    use mpistat_analysis::model::{
+    use mpistat_trace::model::{
         Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region, RegionRole,
     };
-    use mpistat_analysis::tracefile::{encode_local, encode_rank, local_file_name, rank_file_name};
+    use mpistat_trace::tracefile::{encode_local, encode_rank, local_file_name, rank_file_name};
     let exe = std::env::current_exe().unwrap();
     let name = exe.file_name().unwrap().to_string_lossy().into_owned();
     let addr = a_call_site as *const () as usize;

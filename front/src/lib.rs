@@ -16,8 +16,8 @@
 //! process that never calls MPI (bash, python) never loads an implementation, opens no file and
 //! calls no `dlopen`.
 //!
-//! Modules: `known` (the families and the front/implementation contract, shared with the
-//! profiler), `generated` (the exported names), `resolve` (the first call), the trampolines
+//! Modules: `generated` (the exported names), `resolve` (the first call; the families and the
+//! contract it follows are crate `mpistat-abi`, shared with the profilers), the trampolines
 //! below.
 
 // The exports are MPI's names; their safety contract is the MPI standard's.
@@ -27,10 +27,6 @@
 compile_error!("the front's trampolines are written for x86_64 only");
 
 mod generated;
-// The front uses the families and the contract, not everything the profiler does with them.
-#[allow(dead_code)]
-#[path = "../../profiler/src/family/known.rs"]
-mod known;
 mod resolve;
 
 use std::ffi::c_void;

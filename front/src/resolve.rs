@@ -1,22 +1,22 @@
 //! The process's first call of an export: choose where every export goes, once.
 //!
 //! Exactly one known family's MPI library in the process (its marker symbol, see
-//! `known::Known::marker`) and its implementation next to this library, which accepts the
-//! contract (`known::PROTOCOL`): every export goes to the implementation's routine of that
+//! `mpistat_abi::Known::marker`) and its implementation next to this library, which accepts the
+//! contract (`abi::PROTOCOL`): every export goes to the implementation's routine of that
 //! name, or to the next definition for a name the implementation lacks. Otherwise (no or several
 //! MPI families, no implementation file, another contract version, any error) every export goes
 //! to the next definition after this library, which is what the process would have called
 //! without us: pass-through, nothing counted, nothing sent, nothing printed.
 //!
-//! A job whose environment opts out (`MPISTAT=off`, see `known::opted_out`) is passed through
+//! A job whose environment opts out (`MPISTAT=off`, see `abi::opted_out`) is passed through
 //! before anything else is looked at.
 //!
 //! The implementation is opened only from this library's own directory (never a search path the
 //! user controls), `RTLD_NOW | RTLD_LOCAL`, so its symbols never enter the global scope.
 
-use crate::known::{self, Attach, KNOWN};
 use crate::names::{self, name, COUNT};
 use crate::SLOTS;
+use mpistat_abi::{self as abi, Attach, KNOWN};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -38,7 +38,7 @@ pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
     let late = std::panic::catch_unwind(|| Elsewhere::find().next(name(i)))
         .unwrap_or(std::ptr::null_mut());
     if late.is_null() {
-        known::missing(name(i));
+        abi::missing(name(i));
     }
     SLOTS[i].store(late, Ordering::Release);
     UNDEFINED[i].store(false, Ordering::Release);
@@ -82,10 +82,10 @@ fn targets(implementation: Option<*mut c_void>) -> Vec<*mut c_void> {
 }
 
 /// The implementation for the process's MPI family, attached; `None` for pass-through, also
-/// when the job opts out (`MPISTAT=off`, [`known::opted_out`]): checked first, so that such a
+/// when the job opts out (`MPISTAT=off`, [`abi::opted_out`]): checked first, so that such a
 /// job loads nothing and opens no file.
 fn implementation() -> Option<*mut c_void> {
-    if known::opted_out() {
+    if abi::opted_out() {
         return None;
     }
     let mut present = KNOWN.iter().filter(|k| !k.find(k.marker).is_null());
@@ -107,12 +107,12 @@ fn implementation() -> Option<*mut c_void> {
             libc::dlerror();
             return None;
         }
-        let attach = libc::dlsym(handle, known::ATTACH.as_ptr());
+        let attach = libc::dlsym(handle, abi::ATTACH.as_ptr());
         if attach.is_null() {
             return None;
         }
         let attach = std::mem::transmute::<*mut c_void, Attach>(attach);
-        (attach(next_after_front) == known::PROTOCOL).then_some(handle)
+        (attach(next_after_front) == abi::PROTOCOL).then_some(handle)
     }
 }
 
@@ -135,7 +135,7 @@ fn own_directory() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
-/// The implementation's lookup of "the next definition" (`known::ResolveNext`): glibc's
+/// The implementation's lookup of "the next definition" (`abi::ResolveNext`): glibc's
 /// `RTLD_NEXT` is relative to the object whose code calls `dlsym`, and here that is this
 /// library, in the global scope ahead of the MPI library.
 unsafe extern "C" fn next_after_front(name: *const c_char) -> *mut c_void {
@@ -171,7 +171,7 @@ impl Elsewhere {
         if !p.is_null() {
             return p;
         }
-        known::plain_name(name).map_or(std::ptr::null_mut(), |plain| self.exactly(plain))
+        abi::plain_name(name).map_or(std::ptr::null_mut(), |plain| self.exactly(plain))
     }
 
     fn exactly(&self, name: &CStr) -> *mut c_void {
@@ -182,7 +182,7 @@ impl Elsewhere {
         }
         if name.to_bytes().starts_with(b"PMIx_") {
             // A libpmix opened `RTLD_LOCAL` by an MPI component.
-            return known::in_loaded(b"libpmix.so", name);
+            return abi::in_loaded(b"libpmix.so", name);
         }
         self.mpi_libraries
             .iter()

@@ -37,7 +37,7 @@ pub enum Otf2Error {
     },
     /// The mpistat trace being exported cannot be read.
     #[error(transparent)]
-    Trace(#[from] mpistat_analysis::error::TraceFileError),
+    Trace(#[from] mpistat_trace::error::TraceFileError),
     /// The trace being exported is not a valid execution (an exit without an enter, say).
     #[error("{path}: rank {rank}: {what}")]
     BadTrace {

@@ -9,9 +9,9 @@
 use crate::error::Otf2Error;
 use crate::write::{ArchiveWriter, CommRanks, RankWritten};
 use mpistat_analysis::distributed::{Blocks, Exchange};
-use mpistat_analysis::model::{Definitions, Rank};
 use mpistat_analysis::source::world_size;
-use mpistat_analysis::tracefile::read_dir_ranks_with;
+use mpistat_trace::model::{Definitions, Rank};
+use mpistat_trace::tracefile::read_dir_ranks_with;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 

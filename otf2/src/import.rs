@@ -21,13 +21,13 @@ use crate::read::{read_global_definitions, LocationReader, RawDefinitions, Reade
 use mpistat_analysis::analysis::Built;
 use mpistat_analysis::error::AnalyzeDirError;
 use mpistat_analysis::memory;
-use mpistat_analysis::model::{
-    Cartesian, CommId, Communicator, Definitions, Event, EventKind, Rank, Region, RegionId, Ticks,
-};
-use mpistat_analysis::replay::parallel_map;
 use mpistat_analysis::source::TraceSource;
 use mpistat_analysis::timeline;
-use mpistat_analysis::tracefile::{DirContents, Survey};
+use mpistat_trace::model::{
+    Cartesian, CommId, Communicator, Definitions, Event, EventKind, Rank, Region, RegionId, Ticks,
+};
+use mpistat_trace::parallel::parallel_map;
+use mpistat_trace::tracefile::{DirContents, Survey};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 

@@ -3,8 +3,9 @@
 //! `otf2-print` and Python's `otf2` read ([`export`]), and the import of an OTF2 archive that
 //! another tool wrote (Score-P's MPI traces above all) as a source of the analysis ([`import`]).
 //!
-//! The crate's interface onto the analysis is narrow: the event model (`mpistat_analysis::model`),
-//! the trace directory's reader (`tracefile::read_dir_ranks_with`) for the export, and
+//! The crate's interface onto the trace and the analysis is narrow: the event model
+//! (`mpistat_trace::model`), the trace directory's reader (`mpistat_trace::tracefile::
+//! read_dir_ranks_with`) for the export, and
 //! `mpistat_analysis::source::TraceSource` for the import; the distributed forms talk through
 //! `distributed::Exchange`. Only the site-side binaries (`mpistat`, `mpistat-analyze`) link it,
 //! never the in-job library.

@@ -1,7 +1,7 @@
 //! How the analysis model's names and roles appear in OTF2, both ways.
 
 use crate::ffi;
-use mpistat_analysis::model::{MpiClass, RegionRole};
+use mpistat_trace::model::{MpiClass, RegionRole};
 
 /// OTF2's "undefined" values (macros of casts, which bindgen does not carry over).
 pub(crate) const UNDEFINED_U32: u32 = u32::MAX;

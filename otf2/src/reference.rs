@@ -3,7 +3,7 @@
 //! reader in Python (`tests/check_archive.py`, Debian's `python3-otf2`) compares the archive
 //! with mpistat's own trace event by event and matches its messages.
 
-use mpistat_analysis::model::{EventKind, MpiClass, RegionRole, Trace};
+use mpistat_trace::model::{EventKind, MpiClass, RegionRole, Trace};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;

@@ -23,7 +23,7 @@ use crate::error::{check, quiet_library, Otf2Error};
 use crate::ffi;
 use crate::names::{collective_op, role_and_paradigm, split_site, UNDEFINED_U32, UNDEFINED_U64};
 use mpistat_analysis::distributed::Exchange;
-use mpistat_analysis::model::{
+use mpistat_trace::model::{
     CommId, Definitions, Event, EventKind, MpiClass, Rank, RegionId, RegionRole, Ticks,
 };
 use std::collections::{HashMap, HashSet};

@@ -5,8 +5,8 @@
 
 use mpistat_analysis::analysis::run_passes_on;
 use mpistat_analysis::examples;
-use mpistat_analysis::tracefile::write_dir;
 use mpistat_otf2::{export_dir, Otf2Archive, Otf2Error};
+use mpistat_trace::tracefile::write_dir;
 use std::path::{Path, PathBuf};
 
 fn exported(name: &str) -> PathBuf {

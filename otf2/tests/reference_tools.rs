@@ -5,10 +5,10 @@
 mod common;
 
 use mpistat_analysis::examples;
-use mpistat_analysis::model::Trace;
-use mpistat_analysis::tracefile::{read_dir, write_dir};
 use mpistat_otf2::reference::{otf2_print_events, python_check};
 use mpistat_otf2::{anchor_file, export_dir};
+use mpistat_trace::model::Trace;
+use mpistat_trace::tracefile::{read_dir, write_dir};
 
 fn check(name: &str, trace: &Trace) {
     let base = std::env::temp_dir().join(format!("mpistat-otf2-ref-{name}-{}", std::process::id()));

@@ -6,9 +6,9 @@ mod common;
 use common::requests_and_topology;
 use mpistat_analysis::analysis::{run_passes_on, run_passes_on_dir, summarise};
 use mpistat_analysis::examples;
-use mpistat_analysis::model::{Event, Trace};
-use mpistat_analysis::tracefile::{read_dir, write_dir};
 use mpistat_otf2::{export_dir, Otf2Archive};
+use mpistat_trace::model::{Event, Trace};
+use mpistat_trace::tracefile::{read_dir, write_dir};
 use proptest::prelude::*;
 use std::path::PathBuf;
 

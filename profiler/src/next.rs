@@ -10,7 +10,7 @@
 //! looks (loading the library into bash or python stays free); `MPI_Init` then resolves all the
 //! others at once ([`Next::prefetch`]).
 
-use crate::family::known::{self, ResolveNext};
+use mpistat_abi::{self as abi, ResolveNext};
 use std::ffi::{c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
@@ -19,14 +19,14 @@ static FRONT: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Called once by the front right after loading this library, before any other call into it:
 /// from now on "the next definition" is the one after the front. Returns the version of the
-/// front/implementation contract this library speaks ([`known::PROTOCOL`]).
+/// front/implementation contract this library speaks ([`abi::PROTOCOL`]).
 ///
 /// # Safety
 /// `resolve_next` is the front's lookup, callable from any thread for the life of the process.
 #[no_mangle]
 pub unsafe extern "C" fn mpistat_impl_attach(resolve_next: ResolveNext) -> u32 {
     FRONT.store(resolve_next as *mut c_void, Ordering::Release);
-    known::PROTOCOL
+    abi::PROTOCOL
 }
 
 /// An address inside the front (`libmpistat.so`) if it loaded us, else 0 (see
@@ -106,7 +106,7 @@ impl Next {
         self.prefetch();
         let p = self.addr.load(Ordering::Relaxed);
         if p.is_null() {
-            known::missing(self.name);
+            abi::missing(self.name);
         }
         p
     }
@@ -121,7 +121,7 @@ pub fn lookup(name: &CStr) -> *mut c_void {
     if !p.is_null() {
         return p;
     }
-    known::plain_name(name).map_or(std::ptr::null_mut(), lookup_exactly)
+    abi::plain_name(name).map_or(std::ptr::null_mut(), lookup_exactly)
 }
 
 fn lookup_exactly(name: &CStr) -> *mut c_void {
@@ -129,7 +129,7 @@ fn lookup_exactly(name: &CStr) -> *mut c_void {
     if !p.is_null() {
         return p;
     }
-    known::in_libraries(
+    abi::in_libraries(
         <crate::family::Built as crate::family::Family>::LIBRARIES,
         name,
     )

@@ -153,7 +153,7 @@ impl Pmix {
         let mut p = crate::next::after_us(self.name);
         if p.is_null() {
             // A libpmix opened `RTLD_LOCAL` by an MPI component, whatever its soname.
-            p = crate::family::known::in_loaded(b"libpmix.so", self.name);
+            p = mpistat_abi::in_loaded(b"libpmix.so", self.name);
         }
         self.addr.store(p, Relaxed);
         (!p.is_null()).then_some(p)
@@ -326,7 +326,7 @@ impl Getter {
     fn new() -> Option<Getter> {
         // getenv, not std::env: this runs inside MPI_Init and allocates nothing (footprint.rs).
         // The namespace first: without PMIx (MPICH's Hydra) looking for `PMIx_Get` searched
-        // every loaded object's symbols, and `known::in_loaded` in `.text`, at the end of
+        // every loaded object's symbols, and `mpistat_abi::in_loaded` in `.text`, at the end of
         // `MPI_Init` (two more chunks in its peak).
         // SAFETY: getenv with a NUL-terminated name; the value is read at once.
         let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
@@ -432,7 +432,7 @@ pub fn learn(size: u32, assume_all_if_unknown: bool) -> Peers {
             trace_wish: Some(TRACE_WISH.load(Relaxed)),
         };
     }
-    let known = if ANNOUNCED_PMI1.load(Relaxed) {
+    let known = if announced_pmi1() {
         learn_over_pmi1(size)
     } else if ANNOUNCED.load(Relaxed) {
         Getter::new().and_then(|mut getter| {
@@ -503,6 +503,13 @@ pub fn pmi1_key(rank: u32) -> Result<pmi1::Line, pmi1::Surprise> {
 /// This rank published its key over Hydra's PMI-1 before `MPI_Init`.
 static ANNOUNCED_PMI1: AtomicBool = AtomicBool::new(false);
 
+/// Whether this rank put its key over PMI-1: never in a family that does not talk PMI-1 at
+/// `MPI_Init`, which then links none of the PMI-1 dialog (decided when compiling, not by how the
+/// optimiser happens to see the flag).
+fn announced_pmi1() -> bool {
+    <Built as Family>::PMI1_AT_INIT && ANNOUNCED_PMI1.load(Relaxed)
+}
+
 /// Before the real `MPI_Init` of a family whose `MPI_Init` talks PMI-1 to Hydra
 /// ([`crate::family::Family::PMI1_AT_INIT`]), once the process's MPI was recognised and the site
 /// profiles the job ([`announce_at_init`]): put this rank's key with its trace wish, so that
@@ -557,7 +564,7 @@ fn learn_over_pmi1(size: u32) -> Option<Peers> {
 /// when this rank talks PMI-1 ([`announce_before_init`]); `None` otherwise or at any surprise.
 #[link_section = ".text.init.mpistat"]
 pub fn pmi1_mapping() -> Option<crate::node::Mapping> {
-    if !ANNOUNCED_PMI1.load(Relaxed) {
+    if !announced_pmi1() {
         return None;
     }
     let pmi = pmi1::Client::from_env().ok()?;

@@ -1,6 +1,6 @@
 //! Trace mode's event buffer: events as the traced thread records them, packed into 8-byte
 //! words (an `Enter` or `Exit` takes two, a call with no other events two for both, the
-//! analysis' `Event` 40 bytes), turned into `mpistat-analysis` events only at `MPI_Finalize`.
+//! model's `Event` 40 bytes), turned into `mpistat-trace` events only at `MPI_Finalize`.
 //!
 //! Every byte recorded is memory the kernel zeroes on first touch; in trace mode that zeroing
 //! was half of the cost of a call (perf, a loop of traced `MPI_Comm_rank` calls), so the record
@@ -9,7 +9,7 @@
 //! record, a call with no other events, is one [`CALL`] record: its region and duration in the
 //! header, its start as the time (an `Enter` and an `Exit` in 16 bytes instead of 32).
 
-use mpistat_analysis::model::{Event, EventKind};
+use mpistat_trace::model::{Event, EventKind};
 
 const ENTER: u64 = 0;
 const EXIT: u64 = 1;

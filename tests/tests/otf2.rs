@@ -7,11 +7,11 @@
 //! anchor's random trace identifier aside) and the same Perfetto timeline, and reads the
 //! archive back in parallel to the same report.
 
-use mpistat_analysis::tracefile::read_dir;
 use mpistat_digest::analyze::symbolize;
 use mpistat_e2e::*;
 use mpistat_otf2::anchor_file;
 use mpistat_otf2::reference::{otf2_print_events, python_check};
+use mpistat_trace::tracefile::read_dir;
 use std::path::Path;
 use std::process::Command;
 

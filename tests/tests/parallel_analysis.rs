@@ -13,9 +13,9 @@
 //! the comparisons run under both (`for_each_mpi!`).
 
 use mpistat_analysis::examples::{halo, mixed, topc_figure_2, topc_figure_3};
-use mpistat_analysis::model::Trace;
-use mpistat_analysis::tracefile::{rank_file_name, write_dir};
 use mpistat_e2e::*;
+use mpistat_trace::model::Trace;
+use mpistat_trace::tracefile::{rank_file_name, write_dir};
 use std::path::Path;
 use std::process::Command;
 
@@ -265,7 +265,7 @@ for_each_mpi! {
         let _serial = serial();
         let dir = TempDir::new("parallel-memory");
         write_dir(dir.path(), &halo(8, 40_000)).unwrap();
-        let survey = mpistat_analysis::tracefile::survey(dir.path()).unwrap();
+        let survey = mpistat_trace::tracefile::survey(dir.path()).unwrap();
         // What 4 processes need: 2 processes and one are over it.
         let limit = mpistat_analysis::memory::need(&survey, 4).per_process;
         let limit_arg = limit.to_string();

@@ -13,11 +13,11 @@
 //! loop's cost is compared with what the program itself saw (its barrier arrival times on the
 //! clock all ranks share), not with the nominal 900 ms.
 
-use mpistat_analysis::model::Trace;
-use mpistat_analysis::tracefile::{decode_local, local_file_name, read_dir};
 use mpistat_analysis::{analyze, Analysis};
 use mpistat_e2e::*;
 use mpistat_record::JobRecord;
+use mpistat_trace::model::Trace;
+use mpistat_trace::tracefile::{decode_local, local_file_name, read_dir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -508,7 +508,7 @@ fn trace_directory_is_private(mpi) {
 
 /// Barrier exits on `MPI_COMM_WORLD` in each rank's events.
 fn world_barriers(trace: &Trace) -> Vec<usize> {
-    use mpistat_analysis::model::EventKind;
+    use mpistat_trace::model::EventKind;
     trace
         .ranks
         .iter()

@@ -1,7 +1,7 @@
 //! Traces the OTF2 tests share.
 
 use mpistat_analysis::builder::ExecutionBuilder;
-use mpistat_analysis::model::{Cartesian, Event, EventKind, Trace};
+use mpistat_trace::model::{Cartesian, Event, EventKind, Trace};
 
 /// Nonblocking calls (the requests' events), a receive completed without its source, an event
 /// between a collective's enter and its end, partitions and a Cartesian topology.

@@ -18,7 +18,6 @@
 //! The next family is one new module implementing [`Family`] (predefined handles,
 //! `MPI_PROC_NULL`, `MPI_IN_PLACE`, the status layout, how to recognise it) and a spec column.
 
-pub mod known;
 #[cfg(mpistat_family = "mpich")]
 pub mod mpich;
 #[cfg(mpistat_family = "openmpi")]
@@ -167,7 +166,7 @@ pub fn predefined<T: Handle>(object: Predefined) -> Option<T> {
 pub struct Probe {
     /// The `PMPI_Init` the wrappers forward to, and the file that defines it.
     pub init: Option<Symbol>,
-    /// The marker symbols of known families (see [`known::Known::marker`]) that the process
+    /// The marker symbols of known families (see [`mpistat_abi::Known::marker`]) that the process
     /// has, with the family's name: two of them mean two MPI libraries at once.
     pub markers: Vec<(&'static str, Symbol)>,
 }
@@ -206,7 +205,7 @@ impl Probe {
     fn take() -> Probe {
         Probe {
             init: Symbol::next(c"PMPI_Init"),
-            markers: known::KNOWN
+            markers: mpistat_abi::KNOWN
                 .iter()
                 .filter_map(|family| Some((family.name, Probe::find(family.marker)?)))
                 .collect(),
@@ -270,7 +269,7 @@ fn decide() {
         // The reason a library is not recognised is not used yet: pass-through sends nothing.
         // A job that opts out is passed through before anything is looked at (the front, when
         // it is there, loaded no implementation: this is for one preloaded or linked directly).
-        let ours = !known::opted_out()
+        let ours = !mpistat_abi::opted_out()
             && crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok()) == Some(true);
         if ours {
             if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {

@@ -34,8 +34,8 @@ pub struct Mpich;
 static NEED_INIT: AtomicPtr<c_int> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Family for Mpich {
-    const NAME: &'static str = super::known::MPICH.name;
-    const LIBRARIES: &'static [&'static CStr] = super::known::MPICH.libraries;
+    const NAME: &'static str = mpistat_abi::MPICH.name;
+    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::MPICH.libraries;
     const PROC_NULL: c_int = -1;
     // `(void *) -1` in MPICH's mpi.h.
     const IN_PLACE: *const c_void = usize::MAX as *const c_void;

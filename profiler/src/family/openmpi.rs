@@ -12,8 +12,8 @@ const MAJOR: &str = "4.";
 pub struct OpenMpi;
 
 impl Family for OpenMpi {
-    const NAME: &'static str = super::known::OPEN_MPI.name;
-    const LIBRARIES: &'static [&'static CStr] = super::known::OPEN_MPI.libraries;
+    const NAME: &'static str = mpistat_abi::OPEN_MPI.name;
+    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::OPEN_MPI.libraries;
     const PROC_NULL: c_int = -2;
     // `((void *) 1)` in Open MPI's mpi.h.
     #[allow(clippy::manual_dangling_ptr)]

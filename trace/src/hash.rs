@@ -1,5 +1,5 @@
-//! A fast, non-cryptographic hasher for the analysis' internal maps (keys are small integers
-//! from the trace; nothing here faces untrusted input in a way where flooding matters).
+//! A fast, non-cryptographic hasher for the maps of the profiler's trace writer and of the
+//! analysis (keys are small integers from the trace; nothing here faces untrusted input in a way where flooding matters).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -29,7 +29,7 @@ use crate::model::{
     Cartesian, ClockSample, Communicator, Definitions, Event, EventKind, LocalDefinitions, Module,
     MpiClass, Rank, Region, RegionRole, Ticks, Trace,
 };
-use crate::replay::parallel_map;
+use crate::parallel::parallel_map;
 use mpistat_site::files::{self, FileError};
 use std::ffi::OsStr;
 use std::fs::File;
@@ -981,7 +981,7 @@ fn is_local_file_name(name: &str) -> bool {
 /// Bytes of a local definitions file that hold its header (magic, version, rank, world size).
 const LOCAL_HEADER_BYTES: u64 = 10 + 2 * 10;
 
-/// What the estimate of an analysis's memory ([`crate::memory`]) needs of a trace directory,
+/// What the estimate of an analysis's memory (`mpistat_analysis::memory`) needs of a trace directory,
 /// found without reading any events.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Survey {

@@ -2,9 +2,8 @@
 //! contract between the front library (`libmpistat.so`) and the per-family implementations
 //! (`libmpistat_<family>.so`) it loads.
 //!
-//! This file is shared: the profiler uses it as `family::known`, and the front (`front/`, which
-//! cannot depend on the profiler: both are cdylibs) includes it with `#[path]`. So it uses only
-//! `std` and `libc`, and nothing of either crate.
+//! Both the front (`front/`) and the profilers depend on this crate (they cannot depend on each
+//! other: both are cdylibs). It uses only `std` and `libc`: the front links only what it runs.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -74,6 +73,7 @@ pub type ResolveNext = unsafe extern "C" fn(*const c_char) -> *mut c_void;
 impl Known {
     /// Where the family's library defines `name`: in the global scope, else in the family's
     /// library opened `RTLD_LOCAL`; null if nowhere.
+    #[inline]
     pub fn find(&self, name: &CStr) -> *mut c_void {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
         let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
@@ -85,6 +85,7 @@ impl Known {
     }
 
     /// `name` in the family's library if it is loaded (however it was opened), or null.
+    #[inline]
     pub fn in_library(&self, name: &CStr) -> *mut c_void {
         in_libraries(self.libraries, name)
     }
@@ -150,6 +151,7 @@ pub fn in_loaded(prefix: &[u8], name: &CStr) -> *mut c_void {
 
 /// `MPI_X` for `PMPI_X`: what to forward to when no library defines the profiling name (a
 /// minimal "MPI" without the profiling interface).
+#[inline]
 pub fn plain_name(name: &CStr) -> Option<&CStr> {
     match name.to_bytes_with_nul().strip_prefix(b"P") {
         // Still ends with the NUL of `name` and has no interior NUL.
@@ -187,7 +189,7 @@ mod tests {
 
     #[test]
     fn the_library_opts_out_with_the_taskprologs_spellings() {
-        let prolog = include_str!("../../../etc/slurm/mpistat-taskprolog.sh");
+        let prolog = include_str!("../../etc/slurm/mpistat-taskprolog.sh");
         let case = prolog
             .lines()
             .find(|l| l.trim_end().ends_with(") exit 0 ;;"))

@@ -1,6 +1,6 @@
 //! Trace-capture mode: every outermost MPI call of the thread that called `MPI_Init`, with its call
 //! site and its messages, collectives, requests and new communicators, as events of
-//! `mpistat-analysis`'s model, written per rank at `MPI_Finalize` with its writer.
+//! `mpistat-trace`'s model, written per rank at `MPI_Finalize` with its writer.
 //!
 //! Off (the normal case) it costs the wrappers nothing: their one test of their switches
 //! ([`crate::gates::plain`]) covers it; everything else is in the traced wrappers (the wrappers'
@@ -19,6 +19,12 @@
 //! requests (`MPI_Start`), one-sided and I/O data movement (their calls are traced as regions);
 //! a wildcard `MPI_Irecv` completed with `MPI_STATUS(ES)_IGNORE` records no receive (its source
 //! or tag is unknown; a non-wildcard one records the posted source, tag and size). A job that ends without `MPI_Finalize` writes no trace.
+//!
+//! Files: this one records (the recorder, [`enter`], [`leave`], [`start`], the clock offsets);
+//! `sites.rs` names the call sites, `write.rs` ends the trace at `MPI_Finalize` ([`finish`]).
+
+mod sites;
+mod write;
 
 use crate::callsite::{CallSites, Slot};
 use crate::clock::{monotonic_ns, ticks, Anchor};
@@ -26,23 +32,19 @@ use crate::family::Handle;
 use crate::family::{Built, Family, Predefined};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
-use crate::mpi::{self, OwnComm};
+use crate::mpi;
 use crate::rawevents::{self, RawEvents};
 use crate::rt::RoutineId;
 use crate::traffic::{Measured, Traffic, NO_PEER, PROC_NULL};
-use mpistat_analysis::hash::FastMap;
-use mpistat_analysis::model::{
-    ClockSample, Communicator, Event, EventKind, LocalDefinitions, Module, MpiClass, Region,
-    RegionRole,
-};
-use mpistat_analysis::tracefile::{encode_local, local_file_name, rank_file_name, RankWriter};
-use mpistat_record::model::TraceInfo;
 use mpistat_site::{escalation, SiteConfig, TraceConfig};
+use mpistat_trace::hash::FastMap;
+use mpistat_trace::model::{ClockSample, Communicator, Event, EventKind, MpiClass};
+use sites::class_of;
 use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_int, c_void};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
+pub use write::{finish, take_info};
 
 /// Whether tracing is on in this process (from `MPI_Init` to `MPI_Finalize`): a wrapper's
 /// general copy then calls [`enter`]. When it is off, trace mode costs nothing: the wrappers'
@@ -1086,124 +1088,6 @@ fn left_slowly(ended: Ended) {
     });
 }
 
-/// The analysis' class of a routine; nonblocking collectives synchronise in their completion,
-/// so their start is not a collective.
-fn class_of(routine: &str) -> MpiClass {
-    let class = MpiClass::of_routine(routine);
-    if class != MpiClass::PointToPoint && routine.starts_with("MPI_I") {
-        MpiClass::PointToPoint
-    } else {
-        class
-    }
-}
-
-/// Every loaded object: path, build-id, load address and the address ranges of its segments.
-fn loaded_objects() -> Vec<(Module, Vec<(usize, usize)>)> {
-    unsafe extern "C" fn each(
-        info: *mut libc::dl_phdr_info,
-        _size: usize,
-        data: *mut c_void,
-    ) -> c_int {
-        // SAFETY: the loader passes a valid info; data is our Vec.
-        let (info, out) = unsafe {
-            (
-                &*info,
-                &mut *(data as *mut Vec<(Module, Vec<(usize, usize)>)>),
-            )
-        };
-        let base = info.dlpi_addr as usize;
-        let name = crate::callsite::object_name(info);
-        let path = if name.is_empty() {
-            std::fs::read_link("/proc/self/exe")
-                .map(|p| p.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        } else {
-            name
-        };
-        let mut ranges = Vec::new();
-        let mut build_id = String::new();
-        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
-        let headers =
-            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-        for ph in headers {
-            let start = base + ph.p_vaddr as usize;
-            if ph.p_type == libc::PT_LOAD {
-                ranges.push((start, start + ph.p_memsz as usize));
-            } else if ph.p_type == libc::PT_NOTE && build_id.is_empty() {
-                // SAFETY: a loaded note segment of p_memsz bytes.
-                let notes =
-                    unsafe { std::slice::from_raw_parts(start as *const u8, ph.p_memsz as usize) };
-                build_id = gnu_build_id(notes).unwrap_or_default();
-            }
-        }
-        out.push((
-            Module {
-                path,
-                build_id,
-                load_address: base as u64,
-            },
-            ranges,
-        ));
-        0
-    }
-    let mut out: Vec<(Module, Vec<(usize, usize)>)> = Vec::new();
-    // SAFETY: the callback matches dl_iterate_phdr's contract and only touches `out`.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<_>).cast()) };
-    out
-}
-
-/// The GNU build-id (hex) in a note segment.
-fn gnu_build_id(mut notes: &[u8]) -> Option<String> {
-    let word = |b: &[u8], at: usize| -> Option<usize> {
-        Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?) as usize)
-    };
-    let align = |n: usize| (n + 3) & !3;
-    while notes.len() >= 12 {
-        let (namesz, descsz, kind) = (word(notes, 0)?, word(notes, 4)?, word(notes, 8)?);
-        let desc_at = 12 + align(namesz);
-        let next = desc_at + align(descsz);
-        let name = notes.get(12..12 + namesz)?;
-        if kind == 3 && name == b"GNU\0" {
-            let desc = notes.get(desc_at..desc_at + descsz)?;
-            return Some(desc.iter().map(|b| format!("{b:02x}")).collect());
-        }
-        notes = notes.get(next..)?;
-    }
-    None
-}
-
-/// The call site of a region: `object+0xOFFSET` (of the return address), and the objects used.
-fn site_names(keys: &[(RoutineId, usize)]) -> (Vec<Region>, Vec<Module>) {
-    let objects = loaded_objects();
-    let mut used: Vec<Module> = Vec::new();
-    let regions = keys
-        .iter()
-        .map(|&(id, addr)| {
-            let routine = ROUTINES[id].name();
-            let site = objects
-                .iter()
-                .find(|(_, ranges)| ranges.iter().any(|&(a, b)| (a..b).contains(&addr)))
-                .map(|(module, _)| {
-                    if !used.contains(module) {
-                        used.push(module.clone());
-                    }
-                    let file = Path::new(&module.path)
-                        .file_name()
-                        .map(|f| f.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    format!("{file}+0x{:x}", addr as u64 - module.load_address)
-                })
-                .unwrap_or_default();
-            Region {
-                name: routine.to_string(),
-                site,
-                role: RegionRole::Mpi(class_of(routine)),
-            }
-        })
-        .collect();
-    (regions, used)
-}
-
 /// `MPISTAT_TRACE_TEST_SKEW=RANK:OFFSET_NS:DRIFT_PPM[,RANK:...]`: a test knob that puts an
 /// artificial offset and drift on some ranks' trace clocks (e.g. all ranks of one node), to show
 /// the analysis corrects them.
@@ -1493,146 +1377,6 @@ fn event_buffer(mut capacity: usize) -> Vec<u64> {
         unsafe { libc::madvise(start as *mut c_void, end - start, libc::MADV_HUGEPAGE) };
     }
     events
-}
-
-/// What rank 0 puts into the job's record.
-static INFO: Mutex<Option<TraceInfo>> = Mutex::new(None);
-
-/// The trace facts for the record (rank 0, after [`finish`]).
-pub fn take_info() -> Option<TraceInfo> {
-    INFO.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
-/// The job's trace directory from the site's pattern.
-fn trace_dir(pattern: &str, job_id: &str) -> PathBuf {
-    let home = std::env::var("HOME").unwrap_or_default();
-    let expanded = match pattern.strip_prefix('~') {
-        Some(rest) => format!("{home}{rest}"),
-        None => pattern.to_string(),
-    };
-    PathBuf::from(
-        expanded
-            .replace("$HOME", &home)
-            .replace("{job_id}", &job_id.replace('/', "_")),
-    )
-}
-
-/// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700.
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-/// A new file readable by its owner only.
-fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-}
-
-fn write_files(dir: &Path, local: &LocalDefinitions, events: &[Event]) -> std::io::Result<()> {
-    use std::io::Write;
-    create_private_dir(dir)?;
-    let rank = local.rank;
-    let file = create_private_file(&dir.join(rank_file_name(rank)))?;
-    let mut writer = RankWriter::new(std::io::BufWriter::new(file), rank);
-    for event in events {
-        writer.event(event)?;
-    }
-    writer.finish()?;
-    create_private_file(&dir.join(local_file_name(rank)))?.write_all(&encode_local(local))
-}
-
-/// Before the real `MPI_Finalize` (collective over `comm`, a duplicate of the world): stop
-/// tracing, measure the clocks again, cut the ranks' events at a common superstep if any rank
-/// stopped early, write this rank's files, and (rank 0) keep the facts for the record.
-pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
-    if !crate::gates::set(crate::gates::TRACE, false) {
-        return;
-    }
-    // MPI_Finalize comes from the thread that called MPI_Init; on any other, no trace.
-    let Some(mut recorder) = with_recorder(Option::take).flatten() else {
-        return;
-    };
-    let write_start = monotonic_ns();
-    if let Some(sample) = measure_offset(&recorder, comm.0) {
-        recorder.clock.push(sample);
-    }
-    // Rank 0's start and pid make the job id (as in its record); every rank needs the directory.
-    let is_root = recorder.rank == 0;
-    let id_parts = if is_root {
-        [job_start_unix_ms, u64::from(job_pid)]
-    } else {
-        [0, 0]
-    };
-    let Ok(id_parts) = mpi::allreduce(&id_parts, mpi::Op::Sum, comm) else {
-        return;
-    };
-    let job_id = crate::job::job_id(id_parts[0], id_parts[1] as u32);
-    let dir = trace_dir(&recorder.config.directory, &job_id);
-    // Where every rank recorded completely: the cut when any rank stopped for its budget.
-    let recorded = recorder.cuts.len() as u64;
-    let stopped = u64::from(recorder.stopped_by_budget);
-    let agreed = mpi::allreduce(&[u64::MAX - recorded, stopped], mpi::Op::Max, comm).ok();
-    let mut note = recorder.stop_note.clone();
-    if let Some([max_not_recorded, any_stopped]) = agreed.as_deref().map(|a| [a[0], a[1]]) {
-        if any_stopped == 1 {
-            let cut = u64::MAX - max_not_recorded;
-            let keep = match cut {
-                0 => 0,
-                k => recorder.cuts[k as usize - 1],
-            };
-            recorder.events.truncate(keep);
-            note = Some(format!(
-                "recording stopped: a rank's trace budget ({} bytes) was reached; the trace covers \
-                 supersteps {} to {} of the job (cut at the last superstep every rank recorded)",
-                recorder.config.budget_bytes,
-                recorder.config.skip_supersteps + 1,
-                recorder.config.skip_supersteps + cut
-            ));
-        }
-    }
-    if recorder.state == State::Skipping {
-        note = Some(format!(
-            "nothing recorded: the job had only {} supersteps, the window skips {}",
-            recorder.supersteps, recorder.config.skip_supersteps
-        ));
-    }
-    let (regions, modules) = site_names(&recorder.region_keys);
-    let local = LocalDefinitions {
-        rank: recorder.rank,
-        world_size: recorder.world_size,
-        ticks_per_second: 1_000_000_000,
-        regions,
-        communicators: std::mem::take(&mut recorder.communicators),
-        partition: Some(mpi::appnum()),
-        cartesian: recorder.cartesian.clone(),
-        clock: recorder.clock.clone(),
-        stopped: note.clone(),
-        modules,
-    };
-    let (events, recording_overhead_ns) = recorder.events_in_ns();
-    let written = write_files(&dir, &local, &events).is_ok();
-    let overhead = recording_overhead_ns + monotonic_ns().saturating_sub(write_start);
-    let totals = [events.len() as u64, u64::from(written), overhead];
-    if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
-        *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {
-            dir: dir.display().to_string(),
-            reason: recorder.reason.to_string(),
-            events: sum[0],
-            ranks_written: sum[1] as u32,
-            stopped: note,
-            overhead_ns: sum[2],
-        });
-    }
 }
 
 #[cfg(test)]
