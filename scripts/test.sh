@@ -61,8 +61,8 @@ else
     echo "SKIPPED: rustfmt not installed"
 fi
 
-section "documentation links"
-bash scripts/check-links.sh
+section "documentation (sizes, links)"
+bash scripts/check-docs.sh
 
 section "clippy"
 if [[ $MPISTAT_HAVE_CLIPPY == 1 ]]; then
