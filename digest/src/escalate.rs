@@ -1,5 +1,5 @@
 //! Escalation from the always-on profile to a trace, and the analyses of the traces that come
-//! back (seed 003's "level 6", made automatic).
+//! back ("level 6" of Rabenseifner, "Automatic MPI Counter Profiling", made automatic).
 //!
 //! Ingest judges each job it stores by its index ([`needs_a_look`]: traced, or meeting the
 //! site's rule, [`rule_matches`]) and queues those (table `escalation_queue`) in the same

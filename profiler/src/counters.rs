@@ -1,4 +1,5 @@
-//! Performance counters split into the application part and the MPI part (seed 003 Sec. VIII).
+//! Performance counters split into the application part and the MPI part (Rabenseifner, "Automatic
+//! MPI Counter Profiling", Sec. VIII).
 //!
 //! Every MPI-calling thread opens one perf_event group (crate `perf-event2`: maintained, reads a
 //! whole group with one read(2), and exposes the mmap page's user-space `rdpmc` read that the
@@ -14,9 +15,9 @@
 //! `MPI_Finalize` (the application part then holds everything). Software events have no user
 //! read, so a set with any of them falls back.
 //!
-//! The arithmetic is [`Split`], written for both counter interfaces of seed 003: "read" (counters
-//! run like a clock) and "read-out" (each read returns the count since the previous read and
-//! resets it), and unit-tested against a fake backend.
+//! The arithmetic is [`Split`], written for both counter interfaces of Rabenseifner's paper: "read"
+//! (counters run like a clock) and "read-out" (each read returns the count since the previous read
+//! and resets it), and unit-tested against a fake backend.
 
 use crate::generated::routines::N_ROUTINES;
 use std::cell::Cell;

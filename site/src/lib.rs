@@ -151,7 +151,8 @@ impl Default for TraceConfig {
     }
 }
 
-/// Automatic escalation from the always-on profile to a trace (seed 003's "level 6").
+/// Automatic escalation from the always-on profile to a trace ("level 6" of Rabenseifner,
+/// "Automatic MPI Counter Profiling").
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EscalationConfig {

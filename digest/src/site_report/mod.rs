@@ -1,5 +1,6 @@
-//! `mpistat site-report`: the admin web pages of a week or a month (seed 003 Sec. VI-VII) as a
-//! static site, and the pages `mpistat serve` ([`crate::serve`]) renders live.
+//! `mpistat site-report`: the admin web pages of a week or a month (Rabenseifner, "Automatic MPI
+//! Counter Profiling", Sec. VI-VII) as a static site, and the pages `mpistat serve`
+//! ([`crate::serve`]) renders live.
 //!
 //! `period` is the interval, `summary` computes what the pages say (reusing the weekly mail's
 //! [`crate::mail::content`]), `pages` lays out each page as HTML, `svg` draws the charts.
