@@ -19,6 +19,7 @@
 //! resets it), and unit-tested against a fake backend.
 
 use crate::generated::routines::N_ROUTINES;
+use mpistat_site::CountersFallback;
 use std::cell::Cell;
 use std::sync::Mutex;
 
@@ -445,7 +446,7 @@ pub fn choose(
 }
 
 /// At `MPI_Init` (calling thread): open the calling thread's group.
-pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: &str) {
+pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: CountersFallback) {
     if names.is_empty() {
         return;
     }
@@ -463,7 +464,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     let user_read = matches!(opened, Ok((_, true)));
     let mode = if user_read {
         "per-call user-space read (rdpmc)"
-    } else if fallback == "per-call" {
+    } else if fallback == CountersFallback::PerCall {
         "per-call read"
     } else {
         "totals (read at MPI_Init and MPI_Finalize)"
@@ -492,7 +493,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     });
     crate::gates::set(
         crate::gates::PER_CALL,
-        any && (user_read || fallback == "per-call"),
+        any && (user_read || fallback == CountersFallback::PerCall),
     );
 }
 
