@@ -24,6 +24,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `show` and `ingest` fail when an input could not be read (after doing what they could).
+fn failed_if_unread(some_unread: bool) -> ExitCode {
+    if some_unread {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Show(args) => {
@@ -34,11 +43,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr().lock(),
             )?;
-            Ok(if outcome.unreadable_inputs > 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(failed_if_unread(outcome.unreadable_inputs > 0))
         }
         Command::Ingest(args) => {
             let outcome = commands::ingest(
@@ -46,11 +51,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr().lock(),
             )?;
-            Ok(if outcome.unreadable > 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(failed_if_unread(outcome.unreadable > 0))
         }
         Command::Digest(args) => mpistat_digest::mail::command(&args),
         Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
