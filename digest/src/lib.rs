@@ -14,6 +14,7 @@
 
 pub mod analyze;
 pub mod cli;
+pub mod commands;
 pub mod escalate;
 pub mod html;
 pub mod ingest;

@@ -20,6 +20,7 @@
 //! and resets it), and unit-tested against a fake backend.
 
 use crate::generated::routines::N_ROUTINES;
+use mpistat_site::CountersFallback;
 use std::cell::Cell;
 use std::sync::Mutex;
 
@@ -446,7 +447,7 @@ pub fn choose(
 }
 
 /// At `MPI_Init` (calling thread): open the calling thread's group.
-pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: &str) {
+pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: CountersFallback) {
     if names.is_empty() {
         return;
     }
@@ -464,7 +465,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     let user_read = matches!(opened, Ok((_, true)));
     let mode = if user_read {
         "per-call user-space read (rdpmc)"
-    } else if fallback == "per-call" {
+    } else if fallback == CountersFallback::PerCall {
         "per-call read"
     } else {
         "totals (read at MPI_Init and MPI_Finalize)"
@@ -493,7 +494,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     });
     crate::gates::set(
         crate::gates::PER_CALL,
-        any && (user_read || fallback == "per-call"),
+        any && (user_read || fallback == CountersFallback::PerCall),
     );
 }
 

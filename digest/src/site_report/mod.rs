@@ -169,7 +169,7 @@ pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow
 
 /// `mpistat site-report --week W | --month M --out DIR`.
 pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+    let (config, db) = crate::site::load(&args.db.options())?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
