@@ -74,7 +74,8 @@ mode_env() {
             local parts
             IFS=, read -r -a parts <<<"${peers[mode]#*=}"
             echo "LD_PRELOAD=${parts[0]}"
-            printf '%s\n' "${parts[@]:1}"
+            # No empty line for a peer without variables (env would take it for a command).
+            if ((${#parts[@]} > 1)); then printf '%s\n' "${parts[@]:1}"; fi
             ;;
     esac
 }
