@@ -13,17 +13,35 @@
 #
 #   bench/instructions.sh           every workload, N = 20,000 (about 4 minutes)
 #   bench/instructions.sh --small   MPI_Allreduce and MPI_Comm_rank, N = 5,000 (CI, a minute)
+#   bench/instructions.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none \
+#       --with talp=/opt/dlb/lib/libdlb_mpi.so,"DLB_ARGS=--talp --talp-summary=none"
+#                                   also count other profiling libraries, as bench/run.sh's
+#                                   --with (NAME=LIB[,VAR=VALUE...]: LIB preloaded with those
+#                                   variables set, values with spaces kept whole), under Open MPI
+#                                   only (a peer is built for one MPI); each run's output goes to a
+#                                   log (banners do no harm), and a peer whose run fails shows
+#                                   "failed" in its column while the rest goes on
 set -euo pipefail
 shopt -s inherit_errexit # a failed count inside $(...) stops the script
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 workloads=(comm_rank test_null iprobe allreduce1 barrier bcast1 irecv_wait) calls=20000
-case ${1:-} in
-    "") ;;
-    --small) workloads=(comm_rank allreduce1) calls=5000 ;;
-    *) echo "usage: $0 [--small]" >&2; exit 2 ;;
-esac
+peers=() # NAME=LIB[,VAR=VALUE...]
+while (($#)); do
+    case $1 in
+        --small) workloads=(comm_rank allreduce1) calls=5000 ;;
+        --with)
+            [[ ${2:-} =~ ^[A-Za-z0-9_-]+=[^,]+ ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
+            IFS=, read -r -a parts <<<"${2#*=}"
+            [[ -r ${parts[0]} ]] || { echo "$0: --with ${2%%=*}: cannot read ${parts[0]}" >&2; exit 2; }
+            peers+=("$2")
+            shift
+            ;;
+        *) echo "usage: $0 [--small] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+    esac
+    shift
+done
 
 # shellcheck source=scripts/prereqs.sh
 source scripts/prereqs.sh
@@ -45,18 +63,41 @@ fi
 # MPI_Finalize is not counted anyway).
 printf '[syslog]\nsocket = "%s"\n' "$work/nobody.sock" >"$work/site.toml"
 
-# Instructions the timed loop executed: WORKLOAD FAMILY MODE CALLS.
-loop_count() {
-    local workload=$1 family=$2 mode=$3 n=$4 preload=()
+# The environment a mode's run adds: MODE FAMILY (a peer's index in $peers for a peer).
+mode_env() {
+    local mode=$1 family=$2
     case $mode in
-        mpistat) preload=("LD_PRELOAD=$lib") ;;
-        floor) preload=("LD_PRELOAD=$work/floor-$family.so") ;;
+        bare) ;;
+        mpistat) echo "LD_PRELOAD=$lib" ;;
+        floor) echo "LD_PRELOAD=$work/floor-$family.so" ;;
+        *)
+            local parts
+            IFS=, read -r -a parts <<<"${peers[mode]#*=}"
+            echo "LD_PRELOAD=${parts[0]}"
+            # No empty line for a peer without variables (env would take it for a command).
+            if ((${#parts[@]} > 1)); then printf '%s\n' "${parts[@]:1}"; fi
+            ;;
     esac
+}
+
+# Instructions the timed loop executed: WORKLOAD FAMILY MODE CALLS. A failed run of ours stops
+# the script; a peer's prints "failed" (it may not run as it is here: its own problem).
+loop_count() {
+    local workload=$1 family=$2 mode=$3 n=$4 vars=()
+    mapfile -t vars < <(mode_env "$mode" "$family")
     local out=$work/$workload-$family-$mode-$n.callgrind
-    if ! env "${preload[@]}" MPISTAT_CONFIG="$work/site.toml" OMPI_ALLOW_RUN_AS_ROOT=1 \
+    # In a directory of its own: peers write their reports into the working directory.
+    mkdir -p "$work/cwd-$mode"
+    if ! (cd "$work/cwd-$mode" && env "${vars[@]}" MPISTAT_CONFIG="$work/site.toml" OMPI_ALLOW_RUN_AS_ROOT=1 \
         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 valgrind --tool=callgrind --toggle-collect=timed_loop \
         --callgrind-out-file="$out" "$work/instructions-$family" "$workload" "$n" \
-        >"$out.log" 2>&1; then
+        >"$out.log" 2>&1) || [[ ! -s $out ]]; then
+        if [[ $mode =~ ^[0-9]+$ ]]; then
+            echo "$0: $workload under ${peers[mode]%%=*} failed (exit or no count); its log:" >&2
+            tail -n 20 "$out.log" >&2
+            echo failed
+            return
+        fi
         echo "$0: $workload under $family, $mode failed:" >&2
         cat "$out.log" >&2
         exit 1
@@ -68,19 +109,37 @@ loop_count() {
 per_call() {
     local first twice
     first=$(loop_count "$@" "$calls")
+    [[ $first == failed ]] && { echo failed; return; }
     twice=$(loop_count "$@" $((2 * calls)))
+    [[ $twice == failed ]] && { echo failed; return; }
     awk -v a="$first" -v b="$twice" -v n="$calls" 'BEGIN { printf "%.1f", (b - a) / n }'
+}
+
+# A call's instructions over bare, or why there are none: PER_CALL BARE.
+added() {
+    case $1 in
+        failed | -) echo "$1" ;;
+        *) awk -v p="$1" -v b="$2" 'BEGIN { printf "%.1f", p - b }' ;;
+    esac
 }
 
 echo "Instructions a call added over bare (callgrind, 1 rank, a call past the first $calls;"
 echo "bare: the whole call, the loop's own included):"
-printf '%-12s %-8s %9s %9s %9s %11s\n' workload MPI bare mpistat floor "over floor"
+header=$(printf '%-12s %-8s %9s %9s %9s %11s' workload MPI bare mpistat floor "over floor")
+for peer in "${peers[@]}"; do header+=$(printf ' %9s' "${peer%%=*}"); done
+echo "$header"
 for workload in "${workloads[@]}"; do
     for family in "${families[@]}"; do
         bare=$(per_call "$workload" "$family" bare)
         profiled=$(per_call "$workload" "$family" mpistat)
         floor=$(per_call "$workload" "$family" floor)
-        awk -v w="$workload" -v f="$family" -v b="$bare" -v p="$profiled" -v fl="$floor" \
-            'BEGIN { printf "%-12s %-8s %9.1f %9.1f %9.1f %11.1f\n", w, f, b, p - b, fl - b, p - fl }'
+        row=$(awk -v w="$workload" -v f="$family" -v b="$bare" -v p="$profiled" -v fl="$floor" \
+            'BEGIN { printf "%-12s %-8s %9.1f %9.1f %9.1f %11.1f", w, f, b, p - b, fl - b, p - fl }')
+        for i in "${!peers[@]}"; do
+            peer=-
+            [[ $family == openmpi ]] && peer=$(per_call "$workload" "$family" "$i")
+            row+=$(printf ' %9s' "$(added "$peer" "$bare")")
+        done
+        echo "$row"
     done
 done

@@ -18,9 +18,14 @@
 #
 #   bench/run.sh           full size (a few minutes)
 #   bench/run.sh --small   CI size (seconds; noisy, a smoke test of the harness)
-#   bench/run.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none --with mpip=/opt/lib/libmpiP.so
+#   bench/run.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none --with mpip=/opt/lib/libmpiP.so \
+#       --with talp=/opt/dlb/lib/libdlb_mpi.so,"DLB_ARGS=--talp --talp-summary=none"
 #                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
-#                          LIB preloaded with those variables set), for a side-by-side table
+#                          LIB preloaded with those variables set, values with spaces kept
+#                          whole), for a side-by-side table. Each job runs in a directory of
+#                          its own (peers write reports there); only the benchmark's own lines
+#                          are kept (a peer's banner is dropped), and a peer's job that fails (one
+#                          that crashes on MPI_Pcontrol fails every A/B job) is told and skipped
 #   bench/run.sh --floor   also the floor: bench/floor.c preloaded, a wrapper that only reads the
 #                          clock twice per call (what any per-call timing costs on this machine)
 #   MPISTAT_BENCH_COUNTERS=per-call bench/run.sh   with software counters read around each call
@@ -55,7 +60,7 @@ while (($#)); do
             shift
             ;;
         --with)
-            [[ ${2:-} == ?*=?* ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
+            [[ ${2:-} =~ ^[A-Za-z0-9_-]+=[^,]+ ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
             others+=("$2")
             shift
             ;;
@@ -162,13 +167,15 @@ fi
 
 modes=(bare mpistat direct trace)
 ((floor)) && modes+=(floor)
-declare -A other_env=() # mode: "-x LD_PRELOAD=LIB -x VAR=VALUE ..." for mpirun
+declare -A other_spec=() # mode: LIB[,VAR=VALUE...]
 for spec in "${others[@]}"; do
     name=${spec%%=*}
+    case $name in
+        bare | mpistat | direct | trace | floor) echo "$0: --with $name: a mode of our own" >&2; exit 2 ;;
+    esac
     IFS=, read -r -a parts <<<"${spec#*=}"
     [[ -r ${parts[0]} ]] || { echo "$0: --with $name: cannot read ${parts[0]}" >&2; exit 2; }
-    other_env[$name]="-x LD_PRELOAD=${parts[0]}"
-    for var in "${parts[@]:1}"; do other_env[$name]+=" -x $var"; done
+    other_spec[$name]=${spec#*=}
     modes+=("$name")
 done
 
@@ -200,12 +207,23 @@ run_overhead() { # LAYOUT MODE [ab]
                 n=$((iters / 10))
                 ;;
             floor) extra=(-x "LD_PRELOAD=$work/libfloor.so") ;;
-            *) read -r -a extra <<<"${other_env[$mode]}" ;;
+            *)
+                local parts var
+                IFS=, read -r -a parts <<<"${other_spec[$mode]}"
+                extra=(-x "LD_PRELOAD=${parts[0]}")
+                for var in "${parts[@]:1}"; do extra+=(-x "$var"); done
+                ;;
         esac
     fi
     read -r -a launcher <<<"$(layout_command "$layout")"
-    "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" ${only:+"$only"} </dev/null |
-        sed "s/^/$layout $mode /" >>"$raw"
+    mkdir -p "$work/cwd-$mode"
+    # Only the benchmark's lines (overhead.c's kinds), whatever else a profiler prints.
+    if ! (cd "$work/cwd-$mode" && "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" ${only:+"$only"} </dev/null |
+        awk -v p="$layout $mode" '$1 ~ /^(bench|bench_ab|mem|finalize)$/ { print p, $0 }' >>"$raw"); then
+        # Ours must not fail; a peer as it is may (its lines so far are kept).
+        [[ -n ${other_spec[$mode]:-} ]] || exit 1
+        echo "bench: $layout ranks, $mode${only:+ ($only)}: the job failed; skipped" >&2
+    fi
     rm -rf "$work/traces"
 }
 

@@ -138,11 +138,18 @@ impl Entry {
 }
 
 /// The kept requests: open addressing with linear probing, a power-of-two number of slots at
-/// most half full, keyed by handle.
+/// most half full, keyed by handle; and in front of them one entry, which holds the request
+/// kept while no other is (the loop that posts one receive and waits for it: no hashing, no
+/// probing, no moving of entries). A handle is in at most one of the two places.
 struct Table {
+    front: Entry,
     slots: Vec<Entry>,
+    /// Entries in `slots`.
     len: usize,
 }
+
+/// The slot number of [`Table::front`] (no slot of `slots` has it: they are at most 2^21).
+const FRONT: usize = usize::MAX;
 
 // SAFETY: the raw pointers in entries (handles, argument arrays) are only handed back to the
 // thread's own MPI calls; the table is used under `TABLE`'s lock or MPI's one-thread rule.
@@ -150,9 +157,26 @@ unsafe impl Send for Table {}
 
 impl Table {
     const EMPTY: Table = Table {
+        front: Entry::EMPTY,
         slots: Vec::new(),
         len: 0,
     };
+
+    /// Requests kept, in front and in the slots.
+    #[inline(always)]
+    fn kept(&self) -> usize {
+        self.len + usize::from(self.front.key != 0)
+    }
+
+    /// The entry in `slot` ([`FRONT`] or one of `slots`).
+    #[inline(always)]
+    fn at(&mut self, slot: usize) -> &mut Entry {
+        if slot == FRONT {
+            &mut self.front
+        } else {
+            &mut self.slots[slot]
+        }
+    }
 
     #[inline(always)]
     fn home(&self, key: usize) -> usize {
@@ -162,9 +186,21 @@ impl Table {
         ((key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
     }
 
+    /// The slot of `key` ([`FRONT`] or one of `slots`).
+    #[inline(always)]
+    fn find(&self, key: usize) -> Option<usize> {
+        if key == self.front.key && key != 0 {
+            return Some(FRONT);
+        }
+        if self.len == 0 {
+            return None;
+        }
+        self.find_in_slots(key)
+    }
+
     #[inline(never)]
     #[link_section = ".text.hot.mpistat"]
-    fn find(&self, key: usize) -> Option<usize> {
+    fn find_in_slots(&self, key: usize) -> Option<usize> {
         if self.slots.is_empty() || key == 0 {
             return None;
         }
@@ -181,23 +217,40 @@ impl Table {
 
     #[inline(always)]
     fn get_mut(&mut self, key: usize) -> Option<&mut Entry> {
-        self.find(key).map(|i| &mut self.slots[i])
+        self.find(key).map(|i| self.at(i))
     }
 
     /// The slot of `key`, looked for first at `slot` (where it was found before the call: only
     /// an insertion or removal since can have moved it).
     #[inline(always)]
     fn slot_of(&self, key: usize, slot: usize) -> Option<usize> {
-        match self.slots.get(slot) {
+        let at = if slot == FRONT {
+            Some(&self.front)
+        } else {
+            self.slots.get(slot)
+        };
+        match at {
             Some(e) if e.key == key => Some(slot),
             _ => self.find(key),
         }
     }
 
     /// Keep `entry` (replacing one of the same handle, which MPI has reused); false if full.
+    /// In front if nothing else is kept (then its handle is nowhere else).
+    #[inline(always)]
+    fn insert(&mut self, entry: Entry) -> bool {
+        if self.front.key == entry.key || self.front.key == 0 && self.len == 0 {
+            self.front = entry;
+            LIVE.store(self.kept(), Relaxed);
+            return true;
+        }
+        self.insert_in_slots(entry)
+    }
+
+    /// [`Table::insert`] into `slots` (the handle is not in front).
     #[inline(never)]
     #[link_section = ".text.hot.mpistat"]
-    fn insert(&mut self, entry: Entry) -> bool {
+    fn insert_in_slots(&mut self, entry: Entry) -> bool {
         if (self.len + 1) * 2 > self.slots.len() && !self.grow() {
             return false;
         }
@@ -215,7 +268,7 @@ impl Table {
         }
         self.slots[i] = entry;
         self.len += 1;
-        LIVE.store(self.len, Relaxed);
+        LIVE.store(self.kept(), Relaxed);
         true
     }
 
@@ -230,7 +283,7 @@ impl Table {
         let old = std::mem::replace(&mut self.slots, vec![Entry::EMPTY; slots]);
         self.len = 0;
         for entry in old.into_iter().filter(|e| e.key != 0) {
-            self.insert(entry);
+            self.insert_in_slots(entry);
         }
         true
     }
@@ -243,9 +296,20 @@ impl Table {
     }
 
     /// [`Table::remove`] of the entry in `slot`.
+    #[inline(always)]
+    fn remove_at(&mut self, slot: usize) -> Entry {
+        if slot == FRONT {
+            let removed = std::mem::replace(&mut self.front, Entry::EMPTY);
+            LIVE.store(self.len, Relaxed);
+            return removed;
+        }
+        self.remove_from_slots(slot)
+    }
+
+    /// [`Table::remove_at`] of one of `slots`.
     #[inline(never)]
     #[link_section = ".text.hot.mpistat"]
-    fn remove_at(&mut self, slot: usize) -> Entry {
+    fn remove_from_slots(&mut self, slot: usize) -> Entry {
         let mut hole = slot;
         let removed = self.slots[hole];
         let mask = self.slots.len() - 1;
@@ -270,15 +334,14 @@ impl Table {
         }
         self.slots[hole] = Entry::EMPTY;
         self.len -= 1;
-        LIVE.store(self.len, Relaxed);
+        LIVE.store(self.kept(), Relaxed);
         removed
     }
 
     /// Forget every nonblocking receive (persistent requests stay until freed).
     fn forget_receives(&mut self) {
-        let receives: Vec<usize> = self
-            .slots
-            .iter()
+        let receives: Vec<usize> = std::iter::once(&self.front)
+            .chain(&self.slots)
             .filter(|e| e.key != 0 && e.kind == Kind::Receive)
             .map(|e| e.key)
             .collect();
@@ -629,7 +692,7 @@ pub fn completed(table: &ThreadTable, watch: &mut Scratch, rc: c_int) {
         let Some(slot) = kept.slot_of(key, slot) else {
             continue;
         };
-        let entry = &mut kept.slots[slot];
+        let entry = kept.at(slot);
         let counts = match entry.kind {
             Kind::Receive => true,
             Kind::PersistentReceive => std::mem::replace(&mut entry.active, false),
@@ -765,7 +828,7 @@ mod tests {
         for &k in &keys {
             assert!(t.insert(entry(k)));
         }
-        assert_eq!(t.len, keys.len());
+        assert_eq!(t.kept(), keys.len());
         for &k in keys.iter().step_by(3) {
             assert_eq!(t.remove(k).map(|e| e.key), Some(k));
         }
@@ -794,7 +857,7 @@ mod tests {
                 } else {
                     prop_assert_eq!(t.remove(key).map(|e| e.key), model.take(&key));
                 }
-                prop_assert_eq!(t.len, model.len());
+                prop_assert_eq!(t.kept(), model.len());
             }
             for handle in 1..200 {
                 prop_assert_eq!(t.find(handle * 16).is_some(), model.contains(&(handle * 16)));
