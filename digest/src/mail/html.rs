@@ -5,11 +5,9 @@
 //! table scrolls in its own box ([`TABLE_BOX`]) and the page does not.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use super::content::{
-    application_label, estimate, RoutineRow, TracedJob, UserDigest, FURTHER, MODEL_DOES_NOT_FIT,
-    NOT_SPLIT,
-};
+use super::content::{estimate, TracedJob, UserDigest, FURTHER, MODEL_DOES_NOT_FIT, NOT_SPLIT};
 use crate::html::escape;
+use mpistat_figures::sums::{application_label, RoutineRow};
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 

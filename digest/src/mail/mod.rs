@@ -1,6 +1,6 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! `content` computes what a mail says (from the week's rollups, [`crate::rollup`]), `text` and
+//! `content` computes what a mail says (from the week's rollups, [`mpistat_figures::rollup`]), `text` and
 //! `html` lay it out (`chart` draws the HTML's images), `week` is ISO weeks. With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
 //! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
@@ -10,15 +10,14 @@ pub mod chart;
 pub mod content;
 pub mod html;
 pub mod text;
-pub mod week;
 
 use crate::cli::DigestArgs;
+use mpistat_figures::week::IsoWeek;
 use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
 use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use std::io::Write;
 use std::process::ExitCode;
-use week::IsoWeek;
 
 /// The mails of `week`, one per user (only `user`'s when given).
 pub fn mails(

@@ -1,7 +1,8 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use super::content::{application_label, estimate, UserDigest, FURTHER, NOT_SPLIT, OTF2_EXPORT};
+use super::content::{estimate, UserDigest, FURTHER, NOT_SPLIT, OTF2_EXPORT};
+use mpistat_figures::sums::application_label;
 use mpistat_record::units::{bytes, count, duration, rate};
 use std::fmt::Write;
 

@@ -23,15 +23,15 @@ pub mod server;
 
 use crate::cli::ServeArgs;
 use crate::mail::content::TracedJob;
-use crate::mail::week::IsoWeek;
 use crate::metrics;
 use crate::private::Group;
-use crate::rollup;
 use crate::site_report::pages::{self, user_slug, Listing, Place};
 use crate::site_report::period::Period;
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
+use mpistat_figures::rollup;
+use mpistat_figures::week::IsoWeek;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
 use std::collections::HashMap;

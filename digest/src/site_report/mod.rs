@@ -12,9 +12,9 @@ pub mod svg;
 
 use crate::cli::SiteReportArgs;
 use crate::mail::content::{TracedJob, UserDigest};
-use crate::mail::week::IsoWeek;
 use crate::private::{self, Group};
 use anyhow::Context;
+use mpistat_figures::week::IsoWeek;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;

@@ -10,13 +10,13 @@
 //! jobs): other jobs link to the live server (`[site_report] live_url`) or not at all.
 
 use super::search::Found;
-use super::summary::{add_histogram, imbalance_percent, CriticalJob, SlurmGroup, Summary};
+use super::summary::{CriticalJob, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{
-    application_label, percent, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR,
-};
+use crate::mail::content::{TracedJob, UserDigest};
 use crate::mail::html::routine_table;
+use mpistat_figures::classes::{add_histogram, imbalance_percent};
+use mpistat_figures::sums::{application_label, percent, RoutineRow, NS_PER_HOUR};
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;

@@ -5,8 +5,8 @@
 
 use super::pages::PAGE_ROWS;
 use super::period::Period;
-use crate::mail::content::Totals;
-use crate::rollup;
+use mpistat_figures::rollup;
+use mpistat_figures::sums::Totals;
 use mpistat_record::JobRecord;
 use mpistat_store::ReadStore;
 
