@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod perfetto;
 pub mod plot;
 pub mod private;
+pub mod render;
 pub mod rollup;
 pub mod send;
 pub mod serve;

@@ -302,8 +302,8 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
 /// read in the totals mode, so they are "not split (totals mode)", not "MPI 0".
 #[test]
 fn a_week_of_one_short_job() {
-    use mpistat_digest::mail::content::Week;
     use mpistat_digest::mail::{html, text};
+    use mpistat_digest::render::user::Week;
     use mpistat_figures::sums::UserWeek;
     use mpistat_record::model::{CounterEvent, CounterSet, RoutineStats};
     use mpistat_record::Stat;

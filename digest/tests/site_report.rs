@@ -14,9 +14,9 @@ use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
-use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
+use mpistat_figures::period::Period;
 use mpistat_figures::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::{SiteConfig, SiteReportConfig};
@@ -143,7 +143,7 @@ fn every_page(db: &WriteStore, period: &Period) -> BTreeMap<String, String> {
         };
         pages.insert(format!("users {sort}"), pages::users(&s, &listing, live));
     }
-    for digest in summary::user_digests(db, period, &config, None).unwrap() {
+    for digest in mpistat_digest::render::user::user_digests(db, period, &config, None).unwrap() {
         let totals = &s
             .users
             .iter()

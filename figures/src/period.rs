@@ -2,8 +2,8 @@
 //! any range of days (`mpistat serve`'s `from`/`to`), all in UTC, with the intervals before it
 //! for the trend.
 
+use crate::week::{days_since_epoch, IsoWeek};
 use chrono::NaiveDate;
-use mpistat_figures::week::{days_since_epoch, IsoWeek};
 
 const DAY_MS: u64 = 86_400_000;
 

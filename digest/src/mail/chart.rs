@@ -4,8 +4,8 @@
 //! engineering units, a legend of the estimate's parts), and the user's MPI share among all
 //! users of the week. At most [`WIDTH`] pixels wide: they fit the mail's 600 px.
 
-use super::content::UserDigest;
 use crate::plot::{fonts, FONT};
+use crate::render::user::UserDigest;
 use mpistat_record::units::duration;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;

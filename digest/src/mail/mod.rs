@@ -1,13 +1,13 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! `content` computes what a mail says (from the week's rollups, [`mpistat_figures::rollup`]), `text` and
-//! `html` lay it out (`chart` draws the HTML's images), `week` is ISO weeks. With
+//! What a mail says is computed in [`crate::render::user`] (from the week's rollups, crate
+//! `mpistat-figures`, which also has the ISO weeks); `text` and `html` lay it out (`chart` draws
+//! the HTML's images). With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
 //! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
 //! they go out.
 
 pub mod chart;
-pub mod content;
 pub mod html;
 pub mod text;
 
@@ -29,13 +29,13 @@ pub fn mails(
     let (from, to) = week.range_ms();
     let week_name = week.to_string();
     // From the week's rollups (sums per day and user, kept by ingest): no record is read.
-    let period = crate::site_report::period::Period::week(week);
-    let mut digests = crate::site_report::summary::user_digests(db, &period, config, user)?;
+    let period = mpistat_figures::period::Period::week(week);
+    let mut digests = crate::render::user::user_digests(db, &period, config, user)?;
     for d in &mut digests {
         d.traced = db
             .analyses_between(&d.user, from, to)?
             .into_iter()
-            .map(content::TracedJob::from_stored)
+            .map(mpistat_figures::traced::TracedJob::from_stored)
             .collect();
     }
     let week = week_name;

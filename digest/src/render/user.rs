@@ -1,15 +1,19 @@
-//! What one user's weekly mail says, computed from the week's job records: the level-1 lines with
-//! the site's reference values (including the counter rates and the imbalance figures),
-//! recommendations, the level-2 routine table (seed 003 Fig. 4) with latency/transfer/
-//! synchronisation estimates, the counters of the application vs MPI, and the top jobs. The text
-//! and HTML renderers only lay this out.
+//! What a user is told of their jobs, in their weekly mail and on their admin page, computed from
+//! the rollups of the interval (crate `mpistat-figures`): the level-1 lines with the site's
+//! reference values (including the counter rates and the imbalance figures), recommendations,
+//! the level-2 routine table (Fig. 4 of Rabenseifner's "Automatic MPI Counter Profiling") with
+//! latency/transfer/synchronisation estimates, the counters of the application vs MPI, and the
+//! top jobs. The mail's text and HTML and the pages only lay this out.
 
+use mpistat_figures::period::Period;
 use mpistat_figures::sums::{
     percent, RoutineRow, Totals, UserWeek, CACHE_MISSES, FP_OPS, INSTRUCTIONS, NS_PER_HOUR,
 };
 use mpistat_figures::sums::{CounterRow, TopJob};
+use mpistat_figures::traced::TracedJob;
 use mpistat_record::units::rate;
-use mpistat_site::DigestConfig;
+use mpistat_site::{DigestConfig, SiteConfig};
+use mpistat_store::ReadStore;
 use std::collections::BTreeMap;
 
 /// One level-1 figure of a user, with the site's reference values for the week.
@@ -46,36 +50,6 @@ pub struct UserDigest {
     pub site_mpi_percents: Vec<f64>,
     /// Level 6: the user's traced jobs of the week and what their traces' analyses found.
     pub traced: Vec<TracedJob>,
-}
-
-/// A traced job's analysis, for the mail's level-6 section.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TracedJob {
-    pub job_id: String,
-    /// [`JobRecord::application`].
-    pub app: String,
-    /// The trace directory (the full report: `mpistat analyze DIR`).
-    pub dir: String,
-    /// The analysis' summary, or why there is none.
-    pub summary: Result<crate::analyze::Summary, String>,
-}
-
-impl TracedJob {
-    /// From a stored analysis (a summary that no longer parses is told as such).
-    pub fn from_stored(stored: mpistat_store::StoredAnalysis) -> TracedJob {
-        let summary = match (&stored.summary, &stored.error) {
-            (Some(json), _) => serde_json::from_str(json)
-                .map_err(|e| format!("the stored summary is not readable: {e}")),
-            (None, Some(e)) => Err(e.clone()),
-            (None, None) => Err("no result".into()),
-        };
-        TracedJob {
-            job_id: stored.job_id,
-            app: stored.app,
-            dir: stored.dir,
-            summary,
-        }
-    }
 }
 
 /// `min / median / max` of `values`, formatted by `show` (`-` when no user has a value).
@@ -120,6 +94,32 @@ impl<'c> Week<'c> {
     pub fn digests(&self, week: &str) -> Vec<UserDigest> {
         digests(&self.users, week, self.hours, self.config)
     }
+}
+
+/// The mails' figures of the users of `period` against each other (see
+/// [`Week::digests`]), from the rollups: every user's when `only` is
+/// `None`, else only that user's (whose routines alone are read).
+pub fn user_digests(
+    db: &ReadStore,
+    period: &Period,
+    config: &SiteConfig,
+    only: Option<&str>,
+) -> anyhow::Result<Vec<UserDigest>> {
+    let users = mpistat_figures::rollup::users_of_period(db, period.from_ms, period.to_ms)?;
+    let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
+    for (user, totals) in users {
+        let week = match only {
+            Some(only) if only != user => UserWeek::of_totals(totals),
+            _ => mpistat_figures::rollup::user_of_period(db, &user, period.from_ms, period.to_ms)?
+                .unwrap_or_else(|| UserWeek::of_totals(totals)),
+        };
+        weeks.insert(user, week);
+    }
+    let digests = Week::of_users(&config.digest, period.hours(), weeks).digests(&period.label);
+    Ok(digests
+        .into_iter()
+        .filter(|d| only.is_none_or(|u| u == d.user))
+        .collect())
 }
 
 fn digests(

@@ -22,15 +22,15 @@ pub mod http;
 pub mod server;
 
 use crate::cli::ServeArgs;
-use crate::mail::content::TracedJob;
 use crate::metrics;
 use crate::private::Group;
 use crate::site_report::pages::{self, user_slug, Listing, Place};
-use crate::site_report::period::Period;
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
+use mpistat_figures::period::Period;
 use mpistat_figures::rollup;
+use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
@@ -382,7 +382,7 @@ impl Pages {
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let digests = summary::user_digests(db, &period, &self.config, Some(user))?;
+            let digests = crate::render::user::user_digests(db, &period, &self.config, Some(user))?;
             let Some(digest) = digests.first() else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };

@@ -1,25 +1,26 @@
 //! `mpistat site-report`: the admin web pages of a week or a month (seed 003 Sec. VI-VII) as a
 //! static site, and the pages `mpistat serve` ([`crate::serve`]) renders live.
 //!
-//! `period` is the interval, `summary` computes what the pages say (reusing the weekly mail's
-//! [`crate::mail::content`]), `pages` lays out each page as HTML, `svg` draws the charts.
+//! The interval is `mpistat_figures::period`; `summary` computes what the pages say (a user's
+//! page tells what their mail tells: [`crate::render::user`]), `pages` lays out each page as
+//! HTML, `svg` draws the charts.
 
 pub mod pages;
-pub mod period;
 pub mod search;
 pub mod summary;
 pub mod svg;
 
 use crate::cli::SiteReportArgs;
-use crate::mail::content::{TracedJob, UserDigest};
 use crate::private::{self, Group};
+use crate::render::user::UserDigest;
 use anyhow::Context;
+use mpistat_figures::period::Period;
+use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
 use pages::{user_slug, Listing, Place, StaticJobs};
-use period::Period;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,7 +103,7 @@ pub fn write_site(
         .iter()
         .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
         .collect();
-    let digests = summary::user_digests(db, period, config, None)?;
+    let digests = crate::render::user::user_digests(db, period, config, None)?;
     let user_pages = |db: &ReadStore, digests: &[UserDigest]| {
         digests.iter().try_for_each(|digest| {
             let path = out.join(format!("users/{}.html", user_slug(&digest.user)));

@@ -13,10 +13,11 @@ use super::search::Found;
 use super::summary::{CriticalJob, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{TracedJob, UserDigest};
-use crate::mail::html::routine_table;
+use crate::render::html::routine_table;
+use crate::render::user::UserDigest;
 use mpistat_figures::classes::{add_histogram, imbalance_percent};
 use mpistat_figures::sums::{application_label, percent, RoutineRow, NS_PER_HOUR};
+use mpistat_figures::traced::TracedJob;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
@@ -1015,7 +1016,7 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
     );
     if let Some(t) = traced {
         b.push_str("<h2 id=\"trace-analysis\">Trace analysis (level 6)</h2>\n");
-        crate::mail::html::traced_job(&mut b, t);
+        crate::render::html::traced_job(&mut b, t);
     }
     match &job.imbalance {
         Some(i) if !i.series_ns.is_empty() => {

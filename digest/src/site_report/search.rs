@@ -4,7 +4,7 @@
 //! (users: [`rollup::users_of_period`]; applications: `rollup_apps`), never every job.
 
 use super::pages::PAGE_ROWS;
-use super::period::Period;
+use mpistat_figures::period::Period;
 use mpistat_figures::rollup;
 use mpistat_figures::sums::Totals;
 use mpistat_record::JobRecord;

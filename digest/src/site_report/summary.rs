@@ -6,11 +6,10 @@
 //! The page renderers only lay it out.
 
 use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
-use super::period::Period;
-use crate::mail::content::{UserDigest, Week};
 use mpistat_figures::classes::JOB_CPU_CLASSES;
+use mpistat_figures::period::Period;
 use mpistat_figures::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
-use mpistat_figures::sums::{percent, RoutineRow, RoutineSums, Totals, UserWeek, INSTRUCTIONS};
+use mpistat_figures::sums::{percent, RoutineRow, RoutineSums, Totals, INSTRUCTIONS};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::{JobOrder, PeriodTotals, ReadStore};
@@ -302,32 +301,6 @@ pub fn critical_page(
 pub fn traced_jobs(db: &ReadStore, period: &Period) -> anyhow::Result<(Vec<JobRecord>, usize)> {
     let (count, keys) = db.traced_between(period.from_ms, period.to_ms, PAGE_ROWS)?;
     Ok((db.jobs_ended_at(&keys)?, count))
-}
-
-/// The mails' figures of the users of `period` against each other (see
-/// [`crate::mail::content::Week::digests`]), from the rollups: every user's when `only` is
-/// `None`, else only that user's (whose routines alone are read).
-pub fn user_digests(
-    db: &ReadStore,
-    period: &Period,
-    config: &SiteConfig,
-    only: Option<&str>,
-) -> anyhow::Result<Vec<UserDigest>> {
-    let users = rollup::users_of_period(db, period.from_ms, period.to_ms)?;
-    let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
-    for (user, totals) in users {
-        let week = match only {
-            Some(only) if only != user => UserWeek::of_totals(totals),
-            _ => rollup::user_of_period(db, &user, period.from_ms, period.to_ms)?
-                .unwrap_or_else(|| UserWeek::of_totals(totals)),
-        };
-        weeks.insert(user, week);
-    }
-    let digests = Week::of_users(&config.digest, period.hours(), weeks).digests(&period.label);
-    Ok(digests
-        .into_iter()
-        .filter(|d| only.is_none_or(|u| u == d.user))
-        .collect())
 }
 
 /// The page of `user`'s jobs of `period` that `listing` says (see [`JOB_SORTS`]): from the
