@@ -220,3 +220,44 @@ pub enum AnalyzeFormat {
     /// an MPI program) prints the same, and the same text, JSON and HTML reports.
     WaitStates,
 }
+
+impl DatabaseArgs {
+    pub fn paths(&self) -> crate::site::Paths {
+        crate::site::Paths {
+            config: self.config.clone(),
+            database: self.database.clone(),
+        }
+    }
+}
+
+impl DigestArgs {
+    pub fn options(&self) -> crate::mail::Options {
+        crate::mail::Options {
+            paths: self.db.paths(),
+            week: self.week.clone(),
+            user: self.user.clone(),
+            send: self.send,
+        }
+    }
+}
+
+impl SiteReportArgs {
+    pub fn options(&self) -> crate::site_report::Options {
+        crate::site_report::Options {
+            paths: self.db.paths(),
+            week: self.week.clone(),
+            month: self.month.clone(),
+            out: self.out.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+impl ServeArgs {
+    pub fn options(&self) -> crate::serve::Options {
+        crate::serve::Options {
+            paths: self.db.paths(),
+            listen: self.listen.clone(),
+        }
+    }
+}

@@ -40,12 +40,12 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Ingest(args) => mpistat_digest::ingest::command(&args),
-        Command::Digest(args) => mpistat_digest::mail::command(&args),
-        Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
-        Command::Serve(args) => mpistat_digest::serve::command(&args),
-        Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args),
+        Command::Digest(args) => mpistat_digest::mail::command(&args.options()),
+        Command::SiteReport(args) => mpistat_digest::site_report::command(&args.options()),
+        Command::Serve(args) => mpistat_digest::serve::command(&args.options()),
+        Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args.paths()),
         Command::Db(args) => match args.action {
-            DbAction::Migrate(args) => mpistat_digest::site::migrate_command(&args),
+            DbAction::Migrate(args) => mpistat_digest::site::migrate_command(&args.paths()),
         },
         Command::Analyze(args) if args.send => {
             let path = args

@@ -1,7 +1,7 @@
 //! `mpistat rebuild-rollups`: the rollups themselves are crate `mpistat-figures`' (`rollup`).
 
 /// `mpistat rebuild-rollups`.
-pub fn command(args: &crate::cli::DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn command(args: &crate::site::Paths) -> anyhow::Result<std::process::ExitCode> {
     let (config, db) = crate::site::load_writer(args)?;
     let start = std::time::Instant::now();
     let counted = mpistat_figures::rollup::rebuild(&db, &config.site_report)?;

@@ -3,17 +3,25 @@
 //! the store's read handle, writers with its write handle, and only ingest and `mpistat db
 //! migrate` upgrade it.
 
-use crate::cli::DatabaseArgs;
 use anyhow::Context;
 use mpistat_site::{ConfigProblem, SiteConfig};
 use mpistat_store::{ReadStore, WriteStore};
 use std::path::{Path, PathBuf};
 
+/// Where a site-side command finds the site configuration (`--config`; else
+/// `$MPISTAT_CONFIG`, else the default path) and the database (`--database`; else the
+/// configuration's `[database] path`).
+#[derive(Debug, Clone, Default)]
+pub struct Paths {
+    pub config: Option<PathBuf>,
+    pub database: Option<PathBuf>,
+}
+
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
 /// it names (or `--database`) to read ([`ReadStore`]: read-only, never upgraded nor changed).
 /// Rollups that are out of date (a database upgraded from before them, or other critical-job
 /// thresholds) are read as they are, and said on stderr: the write side rebuilds them.
-pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, ReadStore)> {
+pub fn load(args: &Paths) -> anyhow::Result<(SiteConfig, ReadStore)> {
     let (config, database) = config_and_database(args)?;
     let db = ReadStore::open(&database)?;
     say_if_rollups_out_of_date(&db, &config)?;
@@ -34,7 +42,7 @@ pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow
 
 /// The site configuration and the database to write, as it is ([`open_writer`]):
 /// `rebuild-rollups`, the mails' bookkeeping.
-pub fn load_writer(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+pub fn load_writer(args: &Paths) -> anyhow::Result<(SiteConfig, WriteStore)> {
     let (config, database) = config_and_database(args)?;
     Ok((config, open_writer(&database, false)?))
 }
@@ -43,7 +51,7 @@ pub fn load_writer(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStor
 /// ([`open_writer`] with migrations), its rollups rebuilt if they are out of date
 /// ([`mpistat_figures::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
 /// migrate`.
-pub fn load_and_migrate(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+pub fn load_and_migrate(args: &Paths) -> anyhow::Result<(SiteConfig, WriteStore)> {
     let (config, database) = config_and_database(args)?;
     let db = open_writer(&database, true)?;
     mpistat_figures::rollup::ensure_built(&db, &config.site_report)?;
@@ -53,7 +61,7 @@ pub fn load_and_migrate(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Writ
 
 /// `mpistat db migrate`: [`load_and_migrate`], then every stored record read, those that cannot
 /// be used moved to the rejected entries (said on stderr).
-pub fn migrate_command(args: &DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
+pub fn migrate_command(args: &Paths) -> anyhow::Result<std::process::ExitCode> {
     let (_, db) = load_and_migrate(args)?;
     let read = db.quarantine_unusable()?;
     let quarantined = db.take_quarantined();
@@ -115,7 +123,7 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
 }
 
 /// The site configuration and the database it names (or `--database`).
-pub fn config_and_database(args: &DatabaseArgs) -> Result<(SiteConfig, PathBuf), ConfigError> {
+pub fn config_and_database(args: &Paths) -> Result<(SiteConfig, PathBuf), ConfigError> {
     let config = config(args.config.as_deref())?;
     let database = args
         .database

@@ -935,11 +935,11 @@ const FOLLOW_INTERVAL: Duration = Duration::from_secs(2);
 pub fn command(args: &crate::cli::IngestArgs) -> anyhow::Result<std::process::ExitCode> {
     if args.files.is_empty() && args.report {
         // Only the report: a reader, which a read-only database serves.
-        let (_, db) = crate::site::load(&args.db)?;
+        let (_, db) = crate::site::load(&args.db.paths())?;
         report::print(&db, &mut std::io::stdout().lock())?;
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    let (config, mut db) = crate::site::load_and_migrate(&args.db)?;
+    let (config, mut db) = crate::site::load_and_migrate(&args.db.paths())?;
     let options = Options {
         batch_lines: args.batch_lines,
         ..Options::from_site(args.files.clone(), &config)

@@ -11,7 +11,6 @@ pub mod chart;
 pub mod html;
 pub mod text;
 
-use crate::cli::DigestArgs;
 use mpistat_figures::week::IsoWeek;
 use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
@@ -126,8 +125,20 @@ pub fn send(
     Ok(stats)
 }
 
+/// What `mpistat digest` does: which week and user, and whether to send.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub paths: crate::site::Paths,
+    /// The ISO week (`2026-W47`); the last complete one if `None`.
+    pub week: Option<String>,
+    /// Only this user's mail.
+    pub user: Option<String>,
+    /// Send the mails (else print their text).
+    pub send: bool,
+}
+
 /// `mpistat digest`: print the mails' text (default, `--dry-run`) or send them (`--send`).
-pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
@@ -137,7 +148,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
     };
     let user = args.user.as_deref();
     if !args.send {
-        let (config, db) = crate::site::load(&args.db)?;
+        let (config, db) = crate::site::load(&args.paths)?;
         let out = &mut std::io::stdout().lock();
         for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
             if n > 0 {
@@ -149,7 +160,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
         db.report_quarantined(&mut std::io::stderr())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (config, db) = crate::site::load_writer(&args.db)?;
+    let (config, db) = crate::site::load_writer(&args.paths)?;
     crate::site::say_if_rollups_out_of_date(&db, &config)?;
     let mailer = Mailer::from_site(&config.mail)?;
     let err = &mut std::io::stderr().lock();

@@ -21,7 +21,6 @@
 pub mod http;
 pub mod server;
 
-use crate::cli::ServeArgs;
 use crate::metrics;
 use crate::private::Group;
 use crate::site_report::pages::{self, user_slug, Listing, Place};
@@ -606,11 +605,19 @@ pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result
     Ok(())
 }
 
+/// What `mpistat serve` serves: the database, and where it listens.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub paths: crate::site::Paths,
+    /// `ADDR:PORT` or `unix:PATH`; `[serve] listen` if `None`.
+    pub listen: Option<String>,
+}
+
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
-pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
+    let (config, db) = crate::site::load(&args.paths)?;
     let database = args
-        .db
+        .paths
         .database
         .clone()
         .unwrap_or_else(|| config.database.path.clone());

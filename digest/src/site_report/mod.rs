@@ -10,7 +10,6 @@ pub mod search;
 pub mod summary;
 pub mod svg;
 
-use crate::cli::SiteReportArgs;
 use crate::private::{self, Group};
 use crate::render::user::UserDigest;
 use anyhow::Context;
@@ -167,9 +166,22 @@ pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow
     })
 }
 
+/// What `mpistat site-report` writes: the week or the month, where, and which jobs' pages.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub paths: crate::site::Paths,
+    /// The ISO week (`2026-W47`) or the month (`2026-11`).
+    pub week: Option<String>,
+    pub month: Option<String>,
+    /// The directory (`{period}` in it is the period's label).
+    pub out: PathBuf,
+    /// Also write the pages of these jobs (keys).
+    pub jobs: Vec<String>,
+}
+
 /// `mpistat site-report --week W | --month M --out DIR`.
-pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
+    let (config, db) = crate::site::load(&args.paths)?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
