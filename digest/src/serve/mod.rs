@@ -23,7 +23,8 @@ pub mod server;
 
 use crate::metrics;
 use crate::private::Group;
-use crate::site_report::pages::{self, user_slug, Listing, Place};
+use crate::site_report::listing::Listing;
+use crate::site_report::pages::{self, user_slug, Place};
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;

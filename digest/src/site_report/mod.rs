@@ -5,6 +5,7 @@
 //! page tells what their mail tells: [`crate::render::user`]), `pages` lays out each page as
 //! HTML, `svg` draws the charts.
 
+pub mod listing;
 pub mod pages;
 pub mod search;
 pub mod summary;
@@ -13,13 +14,14 @@ pub mod svg;
 use crate::private::{self, Group};
 use crate::render::user::UserDigest;
 use anyhow::Context;
+use listing::Listing;
 use mpistat_figures::period::Period;
 use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
-use pages::{user_slug, Listing, Place, StaticJobs};
+use pages::{user_slug, Place, StaticJobs};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

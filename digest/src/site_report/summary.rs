@@ -5,7 +5,7 @@
 //! and the per-job rules the rollups apply (size class, CPU class, routine group, imbalance).
 //! The page renderers only lay it out.
 
-use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
+use super::listing::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use mpistat_figures::classes::JOB_CPU_CLASSES;
 use mpistat_figures::period::Period;
 use mpistat_figures::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
