@@ -215,21 +215,8 @@ fn worst_rank(
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
 }
 
-/// The few facts of an analysis that the weekly mail tells ("level 6" of Rabenseifner, "Automatic
-/// MPI Counter Profiling").
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Summary {
-    pub wall_s: f64,
-    /// Waiting time in % of the allocation (ranks × wall time).
-    pub waiting_percent: f64,
-    /// Critical-path imbalance (sum over call paths of time on the path beyond the average) in
-    /// % of the wall time.
-    pub critical_imbalance_percent: f64,
-    /// The top root causes of waiting, in plain language.
-    pub causes: Vec<String>,
-    /// What the trace reader said (e.g. where recording stopped).
-    pub notes: Vec<String>,
-}
+/// The few facts of an analysis that the weekly mail tells: they travel in the analysis record.
+pub use mpistat_record::analysis::Summary;
 
 /// The root cause at `callpath` in plain language.
 fn cause_sentence(analysis: &Analysis, callpath: &CallpathSummary, cost: f64) -> String {

@@ -280,3 +280,35 @@ pub enum AnalyzeFormat {
     /// an MPI program) prints the same, and the same text, JSON and HTML reports.
     WaitStates,
 }
+
+impl DigestArgs {
+    pub fn options(&self) -> crate::mail::Options {
+        crate::mail::Options {
+            db: self.db.options(),
+            week: self.week.clone(),
+            user: self.user.clone(),
+            send: self.send,
+        }
+    }
+}
+
+impl SiteReportArgs {
+    pub fn options(&self) -> crate::site_report::Options {
+        crate::site_report::Options {
+            db: self.db.options(),
+            week: self.week.clone(),
+            month: self.month.clone(),
+            out: self.out.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+impl ServeArgs {
+    pub fn options(&self) -> crate::serve::Options {
+        crate::serve::Options {
+            db: self.db.options(),
+            listen: self.listen.clone(),
+        }
+    }
+}

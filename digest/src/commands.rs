@@ -128,7 +128,7 @@ pub fn escalate(
 pub fn rebuild_rollups(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Result<()> {
     let (config, db) = site::load_writer(options)?;
     let start = std::time::Instant::now();
-    let counted = crate::rollup::rebuild(&db, &config.site_report)?;
+    let counted = mpistat_figures::rollup::rebuild(&db, &config.site_report)?;
     db.report_quarantined(err)?;
     writeln!(
         err,

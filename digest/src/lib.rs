@@ -24,7 +24,7 @@ pub mod metrics;
 pub mod perfetto;
 pub mod plot;
 pub mod private;
-pub mod rollup;
+pub mod render;
 pub mod send;
 pub mod serve;
 pub mod show;

@@ -53,9 +53,9 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             )?;
             Ok(failed_if_unread(outcome.unreadable > 0))
         }
-        Command::Digest(args) => mpistat_digest::mail::command(&args),
-        Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
-        Command::Serve(args) => mpistat_digest::serve::command(&args),
+        Command::Digest(args) => mpistat_digest::mail::command(&args.options()),
+        Command::SiteReport(args) => mpistat_digest::site_report::command(&args.options()),
+        Command::Serve(args) => mpistat_digest::serve::command(&args.options()),
         Command::RebuildRollups(args) => {
             commands::rebuild_rollups(&args.options(), &mut std::io::stderr().lock())?;
             Ok(ExitCode::SUCCESS)

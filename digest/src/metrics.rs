@@ -6,7 +6,7 @@
 //! hours) and week (168 hours). So a window's figures are the same whenever they are asked
 //! within an hour, change when the hour does (and when a record of one of its hours comes
 //! late), and never count an hour half. They are added up from per-hour rows: the rollups
-//! (`rollup_hours`, `rollup_hour_groups`: [`crate::rollup`]) and the database's own per-hour
+//! (`rollup_hours`, `rollup_hour_groups`: [`mpistat_figures::rollup`]) and the database's own per-hour
 //! counts (rejected entries, jobs that met the escalation rule, analyses: [`mpistat_store`]); a
 //! scrape reads at most 168 rows of each, and the applications, accounts and partitions of the
 //! week (its biggest cost) only when an hour of the week changed since the last scrape
@@ -18,7 +18,7 @@
 //! whole), and names that still give the same label are added up, so that no series is ever
 //! written twice (an invalid exposition, of which Prometheus would keep one sample silently).
 
-use crate::rollup::{self, Dimension, GroupSums, HourSums, Sums, HOUR_MS};
+use mpistat_figures::rollup::{self, Dimension, GroupSums, HourSums, Sums, HOUR_MS};
 use mpistat_store::ReadStore;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;

@@ -1,5 +1,5 @@
-//! What the charts of the mail (PNG, [`crate::mail::chart`]) and of the admin pages (SVG,
-//! [`crate::site_report::svg`]) share: both are drawn with `plotters`, whose text needs a font.
+//! What the charts of the mail (PNG, `mail::chart`) and of the admin pages (SVG,
+//! `site_report::svg`) share: both are drawn with `plotters`, whose text needs a font.
 //! The font is bundled: DejaVu Sans, committed under `digest/fonts/` with its licence (Bitstream
 //! Vera's: free to copy and redistribute, unmodified) and compiled into the binary, so drawing
 //! text depends on no fontconfig, no installed font and no font name a machine may lack. Axis

@@ -28,10 +28,10 @@ pub fn load(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, ReadStore)> {
     Ok((config, db))
 }
 
-/// Say on stderr if the rollups of `db` are out of date ([`crate::rollup::out_of_date`]): a
+/// Say on stderr if the rollups of `db` are out of date ([`mpistat_figures::rollup::out_of_date`]): a
 /// reader reads them as they are.
 pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow::Result<()> {
-    if let Some(why) = crate::rollup::out_of_date(db, &config.site_report)? {
+    if let Some(why) = mpistat_figures::rollup::out_of_date(db, &config.site_report)? {
         eprintln!(
             "mpistat: {why}: the rollups are read as they are (mpistat ingest, or `mpistat db \
              migrate`, rebuilds them)"
@@ -49,12 +49,12 @@ pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteS
 
 /// The site configuration and the database to write, created if needed and brought up to date
 /// ([`open_writer`] with migrations), its rollups rebuilt if they are out of date
-/// ([`crate::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
+/// ([`mpistat_figures::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
 /// migrate`.
 pub fn load_and_migrate(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
     let (config, database) = config_and_database(args)?;
     let db = open_writer(&database, true)?;
-    crate::rollup::ensure_built(&db, &config.site_report)?;
+    mpistat_figures::rollup::ensure_built(&db, &config.site_report)?;
     db.report_quarantined(&mut std::io::stderr())?;
     Ok((config, db))
 }

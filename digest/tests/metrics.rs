@@ -16,7 +16,7 @@ use known::{Known, Owner};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
-use mpistat_digest::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
+use mpistat_figures::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::WriteStore;

@@ -13,11 +13,12 @@ mod common;
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
-use mpistat_digest::site_report::pages::{self, Listing, Place, StaticJobs};
-use mpistat_digest::site_report::period::Period;
+use mpistat_digest::site_report::listing::{self, Listing};
+use mpistat_digest::site_report::pages::{self, Place, StaticJobs};
 use mpistat_digest::site_report::summary::{self, summarise};
 use mpistat_digest::site_report::write_site;
+use mpistat_figures::period::Period;
+use mpistat_figures::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::{SiteConfig, SiteReportConfig};
 use mpistat_store::test_support::{column, execute_batch};
@@ -125,8 +126,8 @@ fn every_page(db: &WriteStore, period: &Period) -> BTreeMap<String, String> {
     pages.insert("charts".into(), pages::charts(&s, live));
     pages.insert("tables".into(), pages::tables(&s, live));
     let traced = summary::traced_jobs(db, period).unwrap();
-    for sort in pages::CRITICAL_SORTS {
-        for from in [0, pages::PAGE_ROWS] {
+    for sort in listing::CRITICAL_SORTS {
+        for from in [0, listing::PAGE_ROWS] {
             let listing = Listing {
                 sort: sort.into(),
                 from,
@@ -136,21 +137,21 @@ fn every_page(db: &WriteStore, period: &Period) -> BTreeMap<String, String> {
             pages.insert(format!("critical {sort} {from}"), html);
         }
     }
-    for sort in pages::USER_SORTS {
+    for sort in listing::USER_SORTS {
         let listing = Listing {
             sort: sort.into(),
             from: 0,
         };
         pages.insert(format!("users {sort}"), pages::users(&s, &listing, live));
     }
-    for digest in summary::user_digests(db, period, &config, None).unwrap() {
+    for digest in mpistat_digest::render::user::user_digests(db, period, &config, None).unwrap() {
         let totals = &s
             .users
             .iter()
             .find(|u| u.user == digest.user)
             .unwrap()
             .totals;
-        for sort in pages::JOB_SORTS {
+        for sort in listing::JOB_SORTS {
             let listing = Listing {
                 sort: sort.into(),
                 from: 0,

@@ -3,8 +3,8 @@
 
 use mpistat_digest::html::escape;
 use mpistat_digest::site_report::pages::user_slug;
-use mpistat_digest::site_report::period::Period;
 use mpistat_digest::site_report::svg::{hbars, series, Bar};
+use mpistat_figures::period::Period;
 use proptest::prelude::*;
 
 fn unescape(text: &str) -> String {

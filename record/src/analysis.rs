@@ -29,13 +29,30 @@ pub struct AnalysisRecord {
     pub host: String,
     /// The trace directory as the analysis saw it (shown to the user; nobody else opens it).
     pub dir: String,
-    /// JSON of the digest's `analyze::Summary` when the analysis succeeded.
+    /// JSON of a [`Summary`] when the analysis succeeded.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Why it failed, otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub analysed_unix_ms: u64,
+}
+
+/// The few facts of an analysis that the weekly mail and the job's page tell (the "level 6" of
+/// Rolf Rabenseifner's "Automatic MPI Counter Profiling"): carried as JSON in
+/// [`AnalysisRecord::summary`] and stored as such.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub wall_s: f64,
+    /// Waiting time in % of the allocation (ranks × wall time).
+    pub waiting_percent: f64,
+    /// Critical-path imbalance (sum over call paths of time on the path beyond the average) in
+    /// % of the wall time.
+    pub critical_imbalance_percent: f64,
+    /// The top root causes of waiting, in plain language.
+    pub causes: Vec<String>,
+    /// What the trace reader said (e.g. where recording stopped).
+    pub notes: Vec<String>,
 }
 
 impl AnalysisRecord {

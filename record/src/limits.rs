@@ -65,7 +65,7 @@ pub const RECORD_JSON_MAX: usize = 2 << 20;
 pub const INDEX_JSON_MAX: usize = 64 * 1024;
 
 /// Bytes of an analysis record's JSON (inflated), and of its summary (the JSON of the
-/// digest's `analyze::Summary`: three causes and the trace reader's notes).
+/// [`crate::analysis::Summary`]: three causes and the trace reader's notes).
 pub const ANALYSIS_JSON_MAX: usize = 256 * 1024;
 pub const ANALYSIS_SUMMARY_MAX: usize = 128 * 1024;
 

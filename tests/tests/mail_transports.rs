@@ -17,10 +17,10 @@
 mod synthetic;
 
 use mpistat_digest::ingest::{accounts::Table, run_once, Options};
-use mpistat_digest::mail::week::IsoWeek;
 use mpistat_e2e::certs::{Issued, TestCa};
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
+use mpistat_figures::week::IsoWeek;
 use mpistat_site::SiteConfig;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;

@@ -73,8 +73,8 @@ pub mod source;
 pub mod trust;
 pub mod writer;
 
-use crate::rollup::Rollups;
 use clock::LogClock;
+use mpistat_figures::rollup::Rollups;
 use mpistat_record::wire::Kind;
 use mpistat_record::{AnalysisRecord, Assembler, CompleteJob, Problem};
 use mpistat_site::{EscalationConfig, SiteConfig, SiteReportConfig};
@@ -146,7 +146,7 @@ pub struct Options {
     /// The site's escalation rule: jobs that meet it (or are traced) are queued for it.
     pub escalation: EscalationConfig,
     /// The site's critical-job thresholds (site `[site_report]`), which the rollups' critical
-    /// list is made with ([`crate::rollup`]).
+    /// list is made with ([`mpistat_figures::rollup`]).
     pub critical: SiteReportConfig,
     /// Lines read between two commits ([`BATCH_LINES`]; tests make it smaller, for more
     /// commits to kill between).

@@ -6,7 +6,7 @@
 //! another node than rank 0 are stored as one job ([`partials`]).
 
 use crate::ingest::partials;
-use crate::rollup::{count_in_rebuild, Rollups};
+use mpistat_figures::rollup::{count_in_rebuild, Rollups};
 use mpistat_site::SiteReportConfig;
 use mpistat_store::rollups::Tables;
 use mpistat_store::{

@@ -4,8 +4,8 @@
 //! engineering units, a legend of the estimate's parts), and the user's MPI share among all
 //! users of the week. At most [`WIDTH`] pixels wide: they fit the mail's 600 px.
 
-use super::content::UserDigest;
 use crate::plot::{fonts, FONT};
+use crate::render::user::UserDigest;
 use mpistat_record::units::duration;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
@@ -96,7 +96,7 @@ pub fn routine_bars(d: &UserDigest) -> Vec<u8> {
             .axis_desc_style((FONT, 12))
             .draw()?;
         // Each row's parts, left to right; a routine without estimates is one grey bar.
-        let parts = |r: &super::content::RoutineRow| match (r.latency_ns, r.transfer_ns) {
+        let parts = |r: &mpistat_figures::sums::RoutineRow| match (r.latency_ns, r.transfer_ns) {
             (Some(latency), Some(transfer)) => {
                 let total = r.time_ns as f64;
                 let latency = latency.clamp(0.0, total);

@@ -5,12 +5,11 @@
 //! table scrolls in its own box ([`TABLE_BOX`]) and the page does not.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use super::content::{
-    application_label, estimate, RoutineRow, TracedJob, UserDigest, FURTHER, MODEL_DOES_NOT_FIT,
-    NOT_SPLIT,
-};
 use crate::html::escape;
-use mpistat_record::units::{bytes, count, duration, rate};
+use crate::render::html::{routine_table, traced_job, TABLE, TABLE_BOX};
+use crate::render::user::{UserDigest, FURTHER, NOT_SPLIT};
+use mpistat_figures::sums::application_label;
+use mpistat_record::units::{count, rate};
 use std::fmt::Write;
 
 /// Content id of the MPI-share strip.
@@ -18,12 +17,6 @@ pub const MPI_SHARE_CID: &str = "mpi-share";
 /// Content id of the per-routine bars.
 pub const ROUTINES_CID: &str = "routines";
 
-/// Opens the box every table is in: it scrolls sideways when the screen is narrower than the
-/// table (closed with `</div>`).
-pub const TABLE_BOX: &str = "<div style=\"overflow-x: auto; max-width: 100%\">";
-/// A table's opening tag (small type, so that the widest fits 600 px).
-const TABLE: &str =
-    "<table cellpadding=\"3\" border=\"1\" style=\"border-collapse: collapse; font-size: 13px\">";
 /// Images never wider than the screen.
 const IMAGE_STYLE: &str = "max-width: 100%; height: auto";
 
@@ -167,7 +160,7 @@ pub fn render(d: &UserDigest) -> String {
     }
     out.push_str("</table></div>\n");
     if d.top_jobs.iter().any(|j| j.slurm) {
-        let _ = writeln!(out, "<p>{}</p>", escape(super::content::SLURM_CLAIMED));
+        let _ = writeln!(out, "<p>{}</p>", escape(crate::render::user::SLURM_CLAIMED));
     }
     level6(&mut out, d);
     out.push_str("<h3>How to go further</h3>\n");
@@ -187,96 +180,5 @@ fn level6(out: &mut String, d: &UserDigest) {
     for t in &d.traced {
         traced_job(out, t);
     }
-    let _ = writeln!(out, "<p>{}</p>", escape(super::content::OTF2_EXPORT));
-}
-
-/// What the analysis of one traced job found, and where the full report is (the mail's level
-/// 6 and the job's web page).
-pub fn traced_job(out: &mut String, t: &TracedJob) {
-    let _ = writeln!(
-        out,
-        "<p>Job <b>{}</b> ({}) was traced.</p>",
-        escape(&t.job_id),
-        escape(&t.app)
-    );
-    match &t.summary {
-        Ok(s) => {
-            let _ = writeln!(
-                out,
-                "<p>Ranks waited {:.1} % of the time; the critical path's imbalance is {:.1} % of the run ({:.3} s).</p>\n<ol>",
-                s.waiting_percent, s.critical_imbalance_percent, s.wall_s
-            );
-            for cause in &s.causes {
-                let _ = writeln!(out, "<li>{}</li>", escape(cause));
-            }
-            out.push_str("</ol>\n");
-            for note in &s.notes {
-                let _ = writeln!(out, "<p><small>Note: {}</small></p>", escape(note));
-            }
-        }
-        Err(e) => {
-            let _ = writeln!(out, "<p>Its analysis failed: {}</p>", escape(e));
-        }
-    }
-    let _ = writeln!(
-        out,
-        "<p>Full report: <code style=\"word-break: break-all\">mpistat analyze {}</code></p>",
-        escape(&t.dir)
-    );
-}
-
-/// The per-routine table (Rabenseifner, "Automatic MPI Counter Profiling", Fig. 4 and 12-13), then
-/// the latency, transfer and synchronisation estimates in a table of their own (of the routines
-/// that have them), so that each fits 600 px.
-pub fn routine_table(out: &mut String, routines: &[RoutineRow]) {
-    let _ = writeln!(out, "{TABLE_BOX}{TABLE}");
-    out.push_str("<tr><th>routine</th><th>calls</th><th>/rank</th><th>time</th><th>/call</th><th>count</th><th>bytes</th><th>/call</th><th>% MPI</th></tr>\n");
-    for r in routines {
-        let per_call = |v: u64| v as f64 / r.calls.max(1) as f64;
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td align=\"right\">{}</td><td align=\"right\">{:.1}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{:.1}</td></tr>",
-            escape(&r.name),
-            count(r.calls),
-            r.calls_per_rank,
-            duration(r.time_ns),
-            duration(per_call(r.time_ns).round() as u64),
-            count(r.count),
-            bytes(r.bytes as f64),
-            bytes(per_call(r.bytes)),
-            100.0 * r.share,
-        );
-    }
-    out.push_str("</table></div>\n");
-    let estimated: Vec<&RoutineRow> = routines.iter().filter(|r| r.cost.is_some()).collect();
-    if estimated.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        out,
-        "<p>Where the time goes (estimates from the site's benchmarks):</p>\n{TABLE_BOX}{TABLE}"
-    );
-    out.push_str("<tr><th>routine</th><th>latency &micro;s</th><th>MB/s</th><th>est. latency</th><th>est. transfer</th><th>est. sync</th></tr>\n");
-    for r in &estimated {
-        let cost = r.cost.expect("filtered");
-        let _ = writeln!(
-            out,
-            "<tr><td>{}{}</td><td align=\"right\">{:.1}</td><td align=\"right\">{:.0}</td><td align=\"right\">{}</td><td align=\"right\">{}</td><td align=\"right\">{}</td></tr>",
-            escape(&r.name),
-            if r.fits { "" } else { " *" },
-            cost.latency_us,
-            cost.bandwidth_mb_s,
-            estimate(r.latency_ns),
-            estimate(r.transfer_ns),
-            estimate(r.sync_ns),
-        );
-    }
-    out.push_str("</table></div>\n");
-    if estimated.iter().any(|r| !r.fits) {
-        let _ = writeln!(
-            out,
-            "<p><small>* {}</small></p>",
-            escape(MODEL_DOES_NOT_FIT)
-        );
-    }
+    let _ = writeln!(out, "<p>{}</p>", escape(crate::render::user::OTF2_EXPORT));
 }

@@ -1,24 +1,22 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! `content` computes what a mail says (from the week's rollups, [`crate::rollup`]), `text` and
-//! `html` lay it out (`chart` draws the HTML's images), `week` is ISO weeks. With
+//! What a mail says is computed in [`crate::render::user`] (from the week's rollups, crate
+//! `mpistat-figures`, which also has the ISO weeks); `text` and `html` lay it out (`chart` draws
+//! the HTML's images). With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
 //! `mails` table, and mails that failed (of any week) are tried again on every `--send` run until
 //! they go out.
 
 pub mod chart;
-pub mod content;
 pub mod html;
 pub mod text;
-pub mod week;
 
-use crate::cli::DigestArgs;
+use mpistat_figures::week::IsoWeek;
 use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
 use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use std::io::Write;
 use std::process::ExitCode;
-use week::IsoWeek;
 
 /// The mails of `week`, one per user (only `user`'s when given).
 pub fn mails(
@@ -30,13 +28,13 @@ pub fn mails(
     let (from, to) = week.range_ms();
     let week_name = week.to_string();
     // From the week's rollups (sums per day and user, kept by ingest): no record is read.
-    let period = crate::site_report::period::Period::week(week);
-    let mut digests = crate::site_report::summary::user_digests(db, &period, config, user)?;
+    let period = mpistat_figures::period::Period::week(week);
+    let mut digests = crate::render::user::user_digests(db, &period, config, user)?;
     for d in &mut digests {
         d.traced = db
             .analyses_between(&d.user, from, to)?
             .into_iter()
-            .map(content::TracedJob::from_stored)
+            .map(mpistat_figures::traced::TracedJob::from_stored)
             .collect();
     }
     let week = week_name;
@@ -127,8 +125,20 @@ pub fn send(
     Ok(stats)
 }
 
+/// What `mpistat digest` does: which week and user, and whether to send.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub db: crate::site::DatabaseOptions,
+    /// The ISO week (`2026-W47`); the last complete one if `None`.
+    pub week: Option<String>,
+    /// Only this user's mail.
+    pub user: Option<String>,
+    /// Send the mails (else print their text).
+    pub send: bool,
+}
+
 /// `mpistat digest`: print the mails' text (default, `--dry-run`) or send them (`--send`).
-pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
@@ -138,7 +148,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
     };
     let user = args.user.as_deref();
     if !args.send {
-        let (config, db) = crate::site::load(&args.db.options())?;
+        let (config, db) = crate::site::load(&args.db)?;
         let out = &mut std::io::stdout().lock();
         for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
             if n > 0 {
@@ -150,7 +160,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
         db.report_quarantined(&mut std::io::stderr())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (config, db) = crate::site::load_writer(&args.db.options())?;
+    let (config, db) = crate::site::load_writer(&args.db)?;
     crate::site::say_if_rollups_out_of_date(&db, &config)?;
     let mailer = Mailer::from_site(&config.mail)?;
     let err = &mut std::io::stderr().lock();

@@ -21,17 +21,17 @@
 pub mod http;
 pub mod server;
 
-use crate::cli::ServeArgs;
-use crate::mail::content::TracedJob;
-use crate::mail::week::IsoWeek;
 use crate::metrics;
 use crate::private::Group;
-use crate::rollup;
-use crate::site_report::pages::{self, user_slug, Listing, Place};
-use crate::site_report::period::Period;
+use crate::site_report::listing::Listing;
+use crate::site_report::pages::{self, user_slug, Place};
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
+use mpistat_figures::period::Period;
+use mpistat_figures::rollup;
+use mpistat_figures::traced::TracedJob;
+use mpistat_figures::week::IsoWeek;
 use mpistat_site::{Listen, ServeAuth, SiteConfig};
 use mpistat_store::ReadStore;
 use std::collections::HashMap;
@@ -364,7 +364,7 @@ impl Pages {
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let digests = summary::user_digests(db, &period, &self.config, Some(user))?;
+            let digests = crate::render::user::user_digests(db, &period, &self.config, Some(user))?;
             let Some(digest) = digests.first() else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
@@ -588,9 +588,17 @@ pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result
     Ok(())
 }
 
+/// What `mpistat serve` serves: the database, and where it listens.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub db: crate::site::DatabaseOptions,
+    /// `ADDR:PORT` or `unix:PATH`; `[serve] listen` if `None`.
+    pub listen: Option<String>,
+}
+
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
-pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db.options())?;
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
+    let (config, db) = crate::site::load(&args.db)?;
     let database = args
         .db
         .database

@@ -2,25 +2,27 @@
 //! Counter Profiling", Sec. VI-VII) as a static site, and the pages `mpistat serve`
 //! ([`crate::serve`]) renders live.
 //!
-//! `period` is the interval, `summary` computes what the pages say (reusing the weekly mail's
-//! [`crate::mail::content`]), `pages` lays out each page as HTML, `svg` draws the charts.
+//! The interval is `mpistat_figures::period`; `summary` computes what the pages say (a user's
+//! page tells what their mail tells: [`crate::render::user`]), `pages` lays out each page as
+//! HTML, `svg` draws the charts.
 
+pub mod listing;
 pub mod pages;
-pub mod period;
 pub mod search;
 pub mod summary;
 pub mod svg;
 
-use crate::cli::SiteReportArgs;
-use crate::mail::content::{TracedJob, UserDigest};
-use crate::mail::week::IsoWeek;
 use crate::private::{self, Group};
+use crate::render::user::UserDigest;
 use anyhow::Context;
+use listing::Listing;
+use mpistat_figures::period::Period;
+use mpistat_figures::traced::TracedJob;
+use mpistat_figures::week::IsoWeek;
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
-use pages::{user_slug, Listing, Place, StaticJobs};
-use period::Period;
+use pages::{user_slug, Place, StaticJobs};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -103,7 +105,7 @@ pub fn write_site(
         .iter()
         .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
         .collect();
-    let digests = summary::user_digests(db, period, config, None)?;
+    let digests = crate::render::user::user_digests(db, period, config, None)?;
     let user_pages = |db: &ReadStore, digests: &[UserDigest]| {
         digests.iter().try_for_each(|digest| {
             let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
@@ -167,9 +169,22 @@ pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow
     })
 }
 
+/// What `mpistat site-report` writes: the week or the month, where, and which jobs' pages.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub db: crate::site::DatabaseOptions,
+    /// The ISO week (`2026-W47`) or the month (`2026-11`).
+    pub week: Option<String>,
+    pub month: Option<String>,
+    /// The directory (`{period}` in it is the period's label).
+    pub out: PathBuf,
+    /// Also write the pages of these jobs (keys).
+    pub jobs: Vec<String>,
+}
+
 /// `mpistat site-report --week W | --month M --out DIR`.
-pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db.options())?;
+pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
+    let (config, db) = crate::site::load(&args.db)?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;

@@ -9,14 +9,16 @@
 //! holds the first page of each, and job pages only for the jobs it lists (critical and traced
 //! jobs): other jobs link to the live server (`[site_report] live_url`) or not at all.
 
+use super::listing::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS, USER_SORTS};
 use super::search::Found;
-use super::summary::{add_histogram, imbalance_percent, CriticalJob, SlurmGroup, Summary};
+use super::summary::{CriticalJob, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
 use crate::html::escape;
-use crate::mail::content::{
-    application_label, percent, RoutineRow, TracedJob, UserDigest, NS_PER_HOUR,
-};
-use crate::mail::html::routine_table;
+use crate::render::html::routine_table;
+use crate::render::user::UserDigest;
+use mpistat_figures::classes::{add_histogram, imbalance_percent};
+use mpistat_figures::sums::{application_label, percent, RoutineRow, NS_PER_HOUR};
+use mpistat_figures::traced::TracedJob;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::JobRecord;
 use mpistat_site::SiteConfig;
@@ -28,37 +30,6 @@ const CHART_ROUTINES: usize = 20;
 
 /// Users drawn in the users' charts (the biggest; the users page lists them all).
 const CHART_USERS: usize = 100;
-
-/// Rows of a long list on one page.
-pub const PAGE_ROWS: usize = 100;
-
-/// Which part of a long list a page shows: sorted by `sort` (a column's key; empty: the
-/// list's default), from row `from` on.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Listing {
-    pub sort: String,
-    pub from: usize,
-}
-
-impl Listing {
-    /// From a URL's query (`sort=cpu&from=200`); unknown parameters are ignored.
-    pub fn of_query(query: &str) -> Listing {
-        let mut listing = Listing::default();
-        for (name, value) in query.split('&').filter_map(|kv| kv.split_once('=')) {
-            match name {
-                "sort" => listing.sort = value.to_string(),
-                "from" => listing.from = value.parse().unwrap_or(0),
-                _ => {}
-            }
-        }
-        listing
-    }
-
-    /// The sort key if it is one of `keys`, else the first (the default).
-    pub fn sort_among<'k>(&self, keys: &[&'k str]) -> &'k str {
-        keys.iter().find(|k| **k == self.sort).unwrap_or(&keys[0])
-    }
-}
 
 /// What a static site holds of the jobs: pages of these (by key); other jobs link to
 /// `live_url` (the server's base URL, ending in `/`) or, when empty, not at all.
@@ -637,9 +608,6 @@ fn histogram_chart(histogram: &[u64]) -> String {
     )
 }
 
-/// The columns of a job list, with their sort keys (see [`job_rows`]).
-pub const JOB_SORTS: [&str; 4] = ["end", "cpu", "mpi", "ranks"];
-
 /// A table of jobs (`note`: why each is listed), its header sortable on `page` (`sort`).
 fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place, page: &str, sort: &str) {
     out.push_str("<table>\n");
@@ -685,9 +653,6 @@ fn job_rows(out: &mut String, jobs: &[(&JobRecord, String)], place: Place, page:
     }
     out.push_str("</table>\n");
 }
-
-/// The columns the critical list sorts by (the first is the default).
-pub const CRITICAL_SORTS: [&str; 2] = ["cpu", "end"];
 
 /// The jobs over the site's thresholds, biggest first: `jobs` is the page of them `listing`
 /// says.
@@ -740,9 +705,6 @@ pub fn critical(
     }
     page(place, &format!("Critical jobs of {}", s.period.label), &b)
 }
-
-/// The columns the users list sorts by (the first is the default).
-pub const USER_SORTS: [&str; 5] = ["cpu", "user", "jobs", "mpi", "balance"];
 
 /// Every user, by CPU time (or as `listing` says), a page of them.
 pub fn users(s: &Summary, listing: &Listing, place: Place) -> String {
@@ -1017,7 +979,7 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
     );
     if let Some(t) = traced {
         b.push_str("<h2 id=\"trace-analysis\">Trace analysis (level 6)</h2>\n");
-        crate::mail::html::traced_job(&mut b, t);
+        crate::render::html::traced_job(&mut b, t);
     }
     match &job.imbalance {
         Some(i) if !i.series_ns.is_empty() => {

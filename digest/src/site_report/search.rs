@@ -3,10 +3,10 @@
 //! name contains it with their jobs of the interval. Each part reads an index or the rollups
 //! (users: [`rollup::users_of_period`]; applications: `rollup_apps`), never every job.
 
-use super::pages::PAGE_ROWS;
-use super::period::Period;
-use crate::mail::content::Totals;
-use crate::rollup;
+use super::listing::PAGE_ROWS;
+use mpistat_figures::period::Period;
+use mpistat_figures::rollup;
+use mpistat_figures::sums::Totals;
 use mpistat_record::JobRecord;
 use mpistat_store::ReadStore;
 

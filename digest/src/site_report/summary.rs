@@ -1,16 +1,15 @@
-//! What the admin pages say about an interval (Rabenseifner, "Automatic MPI Counter Profiling",
-//! Sec. VI-VII, Fig. 5-14), added up from the rollups of its days ([`crate::rollup`]): the overview
-//! figures, CPU time by job size class and language, users, routines (with the
-//! latency/transfer/sync estimates of the weekly mail, [`RoutineSums::rows`]), routine groups,
-//! message sizes, imbalance, critical jobs and the trend; and the per-job rules the rollups apply
-//! (size class, CPU class, routine group, imbalance). The page renderers only lay it out.
+//! What the admin pages say about an interval (seed 003 Sec. VI-VII, Fig. 5-14), added up from
+//! the rollups of its days ([`mpistat_figures::rollup`]): the overview figures, CPU time by job size class
+//! and language, users, routines (with the latency/transfer/sync estimates of the weekly mail,
+//! [`RoutineSums::rows`]), routine groups, message sizes, imbalance, critical jobs and the trend;
+//! and the per-job rules the rollups apply (size class, CPU class, routine group, imbalance).
+//! The page renderers only lay it out.
 
-use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
-use super::period::Period;
-use crate::mail::content::{
-    percent, RoutineRow, RoutineSums, Totals, UserDigest, UserWeek, Week, INSTRUCTIONS,
-};
-use crate::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
+use super::listing::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
+use mpistat_figures::classes::JOB_CPU_CLASSES;
+use mpistat_figures::period::Period;
+use mpistat_figures::rollup::{self, language_index, ImbalancePoint, PeriodRollups, SlurmSums};
+use mpistat_figures::sums::{percent, RoutineRow, RoutineSums, Totals, INSTRUCTIONS};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::{JobOrder, PeriodTotals, ReadStore};
@@ -65,7 +64,7 @@ pub struct RoutineTable {
     pub rows: Vec<RoutineRow>,
 }
 
-/// Everything the pages of one interval show, added up from the rollups ([`crate::rollup`]).
+/// Everything the pages of one interval show, added up from the rollups ([`mpistat_figures::rollup`]).
 pub struct Summary {
     pub period: Period,
     pub capacity_hours: f64,
@@ -123,92 +122,6 @@ impl Summary {
     pub fn routines_used(&self, binding: Option<Binding>) -> usize {
         self.routines_used[binding.map_or(0, |b| 1 + language_index(b))]
     }
-}
-
-/// The size class of a job with `ranks` ranks: powers of two, `1`, `2-3`, `4-7`, ...
-pub fn size_class(ranks: u32) -> (u32, String) {
-    let low = if ranks <= 1 {
-        1
-    } else {
-        1u32 << (31 - ranks.leading_zeros())
-    };
-    let label = if low == 1 {
-        "1".to_string()
-    } else {
-        format!("{low}-{}", low.saturating_mul(2) - 1)
-    };
-    (low, label)
-}
-
-/// Add a message-size histogram to a sum of them.
-pub fn add_histogram(sum: &mut Vec<u64>, hist: &[u64]) {
-    if sum.len() < hist.len() {
-        sum.resize(hist.len(), 0);
-    }
-    for (total, n) in sum.iter_mut().zip(hist) {
-        *total += n;
-    }
-}
-
-/// Classes of a job's CPU time (rank-hours), from: test runs to production jobs.
-pub const JOB_CPU_CLASSES: [(f64, &str); 5] = [
-    (0.0, "< 1 CPU h"),
-    (1.0, "1-10 CPU h"),
-    (10.0, "10-100 CPU h"),
-    (100.0, "100-1000 CPU h"),
-    (1000.0, ">= 1000 CPU h"),
-];
-
-/// Index of a job's class in [`JOB_CPU_CLASSES`].
-pub fn job_cpu_class(job: &JobRecord) -> usize {
-    let hours = job.wall_ns.sum as f64 / 3.6e12;
-    JOB_CPU_CLASSES
-        .iter()
-        .rposition(|(from, _)| hours >= *from)
-        .unwrap_or(0)
-}
-
-/// Critical-path imbalance of a job in percent of its wall time, where it was estimated.
-pub fn imbalance_percent(job: &JobRecord) -> Option<f64> {
-    let imbalance = job.imbalance.as_ref()?;
-    if imbalance.unavailable.is_some() || job.wall_ns.max == 0 {
-        return None;
-    }
-    Some(percent(
-        imbalance.critical_path_ns as f64,
-        job.wall_ns.max as f64,
-    ))
-}
-
-/// The routine group of Rabenseifner's Fig. 11 a routine belongs to (`None`: Init, Finalize,
-/// Comm_size and Comm_rank, which every job calls).
-pub fn routine_group(name: &str, class: &str) -> Option<&'static str> {
-    if matches!(
-        name,
-        "MPI_Init" | "MPI_Init_thread" | "MPI_Finalize" | "MPI_Comm_size" | "MPI_Comm_rank"
-    ) {
-        return None;
-    }
-    Some(match class {
-        "p2p" if name.ends_with("_init") || name.starts_with("MPI_Start") => "persistent pt-to-pt",
-        "p2p"
-            if name.starts_with("MPI_I")
-                || name.starts_with("MPI_Wait")
-                || name.starts_with("MPI_Test") =>
-        {
-            "nonblocking pt-to-pt"
-        }
-        "p2p" => "blocking pt-to-pt",
-        "collective" => "collective",
-        "one-sided" => "one-sided",
-        "io" => "I/O",
-        "datatype" if name.contains("ack") => "pack and unpack",
-        "datatype" => "derived datatype",
-        "comm" => "group and communicator",
-        "topology" => "topology",
-        _ if name.starts_with("MPI_Wtime") || name.starts_with("MPI_Wtick") => "wtime",
-        _ => "other",
-    })
 }
 
 /// The summary of `period` from the rollups; the trend too.
@@ -390,32 +303,6 @@ pub fn traced_jobs(db: &ReadStore, period: &Period) -> anyhow::Result<(Vec<JobRe
     Ok((db.jobs_ended_at(&keys)?, count))
 }
 
-/// The mails' figures of the users of `period` against each other (see
-/// [`crate::mail::content::Week::digests`]), from the rollups: every user's when `only` is
-/// `None`, else only that user's (whose routines alone are read).
-pub fn user_digests(
-    db: &ReadStore,
-    period: &Period,
-    config: &SiteConfig,
-    only: Option<&str>,
-) -> anyhow::Result<Vec<UserDigest>> {
-    let users = rollup::users_of_period(db, period.from_ms, period.to_ms)?;
-    let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
-    for (user, totals) in users {
-        let week = match only {
-            Some(only) if only != user => UserWeek::of_totals(totals),
-            _ => rollup::user_of_period(db, &user, period.from_ms, period.to_ms)?
-                .unwrap_or_else(|| UserWeek::of_totals(totals)),
-        };
-        weeks.insert(user, week);
-    }
-    let digests = Week::of_users(&config.digest, period.hours(), weeks).digests(&period.label);
-    Ok(digests
-        .into_iter()
-        .filter(|d| only.is_none_or(|u| u == d.user))
-        .collect())
-}
-
 /// The page of `user`'s jobs of `period` that `listing` says (see [`JOB_SORTS`]): from the
 /// index of a user's jobs, reading only the rows shown.
 pub fn user_jobs(
@@ -517,31 +404,5 @@ mod tests {
         let mut outside = rollup::DayRollup::default();
         outside.add(&jobs[3], false);
         assert!(slurm_groups(&outside.by_account).is_empty());
-    }
-
-    #[test]
-    fn size_classes_are_powers_of_two() {
-        assert_eq!(size_class(1).1, "1");
-        assert_eq!(size_class(2).1, "2-3");
-        assert_eq!(size_class(7).1, "4-7");
-        assert_eq!(size_class(64), (64, "64-127".to_string()));
-    }
-
-    #[test]
-    fn groups_follow_seed_003() {
-        assert_eq!(routine_group("MPI_Init", "misc"), None);
-        assert_eq!(
-            routine_group("MPI_Isend", "p2p"),
-            Some("nonblocking pt-to-pt")
-        );
-        assert_eq!(
-            routine_group("MPI_Send_init", "p2p"),
-            Some("persistent pt-to-pt")
-        );
-        assert_eq!(routine_group("MPI_Send", "p2p"), Some("blocking pt-to-pt"));
-        assert_eq!(
-            routine_group("MPI_Allreduce", "collective"),
-            Some("collective")
-        );
     }
 }

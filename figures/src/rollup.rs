@@ -4,9 +4,9 @@
 //! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
 //! the search by application), per UTC hour (`rollup_hours`, site-wide, and
 //! `rollup_hour_groups`, per application, Slurm account and partition: the metrics' windows,
-//! [`crate::metrics`]), plus the critical jobs (`critical_jobs`), kept by ingest in the
+//! `mpistat_digest::metrics`), plus the critical jobs (`critical_jobs`), kept by ingest in the
 //! same transaction as the jobs (see
-//! [`crate::ingest::writer`]), so that a week's or a month's pages add up a few thousand rows
+//! `mpistat_digest::ingest::writer`), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
 //! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
 //! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
@@ -25,15 +25,17 @@
 //! decoder threads count each record in the rollups of the jobs they were handed and drop it;
 //! the reading thread adds those up per batch ([`Rollups::merge`]), and the writer saves them
 //! when they count exactly the batch's new jobs, or makes them again from the new jobs'
-//! records when not (some were stored before, or rejected: [`crate::ingest::writer`]).
+//! records when not (some were stored before, or rejected: `mpistat_digest::ingest::writer`).
 //!
 //! An interval's sums are added in time order: its days before its first whole month, its
 //! whole months, its days after them ([`Spans`]).
 
-use crate::mail::content::{RoutineSums, Totals, UserWeek};
-use crate::site_report::summary::{
+use crate::classes::{
     add_histogram, imbalance_percent, job_cpu_class, routine_group, size_class, JOB_CPU_CLASSES,
 };
+use crate::stored;
+use crate::sums::{RoutineSums, Totals, UserWeek};
+use crate::{Error, Result};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
 use mpistat_store::rollups::{Tables, UserRow};
@@ -239,7 +241,7 @@ impl DayRollup {
 }
 
 /// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
-/// `rollup_hours` keeps them for the metrics ([`crate::metrics`]): jobs; CPU time (wall time
+/// `rollup_hours` keeps them for the metrics (`mpistat_digest::metrics`): jobs; CPU time (wall time
 /// summed over ranks) and MPI time in nanoseconds; the jobs with critical-path imbalance figures
 /// ([`imbalance_percent`]): how many, their imbalance percent × CPU time, and their CPU time;
 /// and the jobs traced because the escalation rule put them on the escalation list. The row is
@@ -462,17 +464,17 @@ impl Rollups {
     }
 
     /// Add these rollups to the stored ones in `tables` (in the caller's transaction).
-    pub fn save(self, tx: &WriteTx<'_>, tables: Tables) -> anyhow::Result<()> {
+    pub fn save(self, tx: &WriteTx<'_>, tables: Tables) -> Result<()> {
         for (day, new) in self.days {
             let data = match tx.rollup_day(tables, day)? {
                 Some(json) => {
-                    let mut stored: DayRollup = serde_json::from_str(&json)?;
+                    let mut stored = stored::day_of_json(&json)?;
                     stored.merge(&new, true);
                     stored
                 }
                 None => new,
             };
-            tx.put_rollup_day(tables, day, &serde_json::to_string(&data)?)?;
+            tx.put_rollup_day(tables, day, &stored::day_json(&data)?)?;
         }
         // The new totals by month and user, added in day order.
         let mut months: BTreeMap<(u64, String), Totals> = BTreeMap::new();
@@ -485,15 +487,15 @@ impl Rollups {
         for ((day, user), new) in self.users {
             let week = match tx.rollup_user_day(tables, day, &user)? {
                 Some((totals, detail)) => {
-                    let mut stored = user_week(&totals, &detail)?;
+                    let mut stored = stored::user_of_json(&totals, &detail)?;
                     stored.merge(&new);
                     stored
                 }
                 None => new,
             };
             let (totals, detail) = (
-                serde_json::to_string(&week.totals)?,
-                serde_json::to_string(&week)?,
+                stored::totals_json(&week.totals)?,
+                stored::detail_json(&week)?,
             );
             tx.put_rollup_user_day(
                 tables,
@@ -505,13 +507,13 @@ impl Rollups {
         for ((month, user), new) in months {
             let totals = match tx.rollup_user_month(tables, month, &user)? {
                 Some(json) => {
-                    let mut stored: Totals = serde_json::from_str(&json)?;
+                    let mut stored = stored::totals_of_json(&json)?;
                     stored.merge(&new);
                     stored
                 }
                 None => new,
             };
-            let json = serde_json::to_string(&totals)?;
+            let json = stored::totals_json(&totals)?;
             tx.put_rollup_user_month(tables, month, &user, &user_row(&totals, &json, ""))?;
         }
         for ((day, app), jobs) in self.apps {
@@ -541,13 +543,6 @@ fn user_row<'a>(totals: &Totals, totals_json: &'a str, detail: &'a str) -> UserR
     }
 }
 
-/// A user's stored rollup: totals and the rest (see [`UserWeek`]'s serialisation).
-fn user_week(totals: &str, detail: &str) -> serde_json::Result<UserWeek> {
-    let mut week: UserWeek = serde_json::from_str(detail)?;
-    week.totals = serde_json::from_str(totals)?;
-    Ok(week)
-}
-
 /// The thresholds the stored critical list was made with (JSON), in `rollup_state`.
 fn thresholds_key(thresholds: &SiteReportConfig) -> String {
     format!(
@@ -560,11 +555,11 @@ fn thresholds_key(thresholds: &SiteReportConfig) -> String {
 
 /// Make the rollups again from every stored job, in steps of about `REBUILD_STEP_JOBS` jobs
 /// each committed on its own ([`rebuild_in_steps`]). Returns how many jobs the new rollups count.
-pub fn rebuild(db: &WriteStore, thresholds: &SiteReportConfig) -> anyhow::Result<u64> {
+pub fn rebuild(db: &WriteStore, thresholds: &SiteReportConfig) -> Result<u64> {
     let rebuilt = rebuild_in_steps(db, thresholds, REBUILD_STEP_JOBS, |_| {
         std::ops::ControlFlow::Continue(())
     })?;
-    rebuilt.ok_or_else(|| anyhow::anyhow!("the rebuild of the rollups was stopped"))
+    rebuilt.ok_or(Error::RebuildStopped)
 }
 
 /// Make the rollups again from every stored job, exactly, without holding the write lock for
@@ -592,19 +587,19 @@ pub fn rebuild_in_steps(
     thresholds: &SiteReportConfig,
     step_jobs: u64,
     mut progress: impl FnMut(Progress) -> std::ops::ControlFlow<()>,
-) -> anyhow::Result<Option<u64>> {
+) -> Result<Option<u64>> {
     let key = thresholds_key(thresholds);
     db.in_transaction(|tx| start_rebuild(tx, &key))?;
     loop {
         let Some(from) = rebuilt_to(db.rollup_state("rebuild_to")?) else {
-            anyhow::bail!("another rebuild of the rollups finished this one");
+            return Err(Error::RebuildTakenOver);
         };
         let to = db.rebuild_step_end(from, step_jobs)?;
         let (mut rollups, read) = read_step(db, thresholds, from, to)?;
         if progress(Progress::Read { from, to }).is_break() {
             return Ok(None);
         }
-        let finished = db.in_transaction(|tx| -> anyhow::Result<Option<bool>> {
+        let finished = db.in_transaction(|tx| -> Result<Option<bool>> {
             if rebuilt_to(tx.rollup_state("rebuild_to")?) != Some(from)
                 || tx.rollup_state("rebuild_critical")? != Some(key.clone())
             {
@@ -695,7 +690,7 @@ fn thresholds_of_key(key: &str, base: &SiteReportConfig) -> Option<SiteReportCon
 
 /// Go on with the rebuild under way if it was started with the same thresholds (`key`), else
 /// start one: empty rebuilt tables, and `rebuild_to` at the beginning of time.
-fn start_rebuild(tx: &WriteTx<'_>, key: &str) -> anyhow::Result<()> {
+fn start_rebuild(tx: &WriteTx<'_>, key: &str) -> Result<()> {
     if rebuilt_to(tx.rollup_state("rebuild_to")?).is_some()
         && tx.rollup_state("rebuild_critical")?.as_deref() == Some(key)
     {
@@ -713,7 +708,7 @@ fn read_step(
     thresholds: &SiteReportConfig,
     from: u64,
     to: u64,
-) -> anyhow::Result<(Rollups, Vec<i64>)> {
+) -> Result<(Rollups, Vec<i64>)> {
     let mut rollups = Rollups::new(thresholds);
     let mut ids = Vec::new();
     db.each_filed_job_ended_between(from, to, |filed, job| {
@@ -733,7 +728,7 @@ pub fn count_in_rebuild<'a>(
     tx: &WriteTx<'_>,
     jobs: impl Iterator<Item = &'a mpistat_store::JobRow>,
     thresholds: &SiteReportConfig,
-) -> anyhow::Result<()> {
+) -> Result<()> {
     let Some(to) = rebuilt_to(tx.rollup_state("rebuild_to")?) else {
         return Ok(());
     };
@@ -752,10 +747,7 @@ pub fn count_in_rebuild<'a>(
 
 /// Why the rollups of `db` are not those of `thresholds` (`None`: they are): the database has
 /// jobs stored before the rollups, or the critical list was made with other thresholds.
-pub fn out_of_date(
-    db: &ReadStore,
-    thresholds: &SiteReportConfig,
-) -> anyhow::Result<Option<&'static str>> {
+pub fn out_of_date(db: &ReadStore, thresholds: &SiteReportConfig) -> Result<Option<&'static str>> {
     if db.rollup_state("stale")?.is_some() {
         return Ok(Some("the database has jobs stored before the rollups"));
     }
@@ -770,7 +762,7 @@ pub fn out_of_date(
 /// Rebuild the rollups if the database has none yet for its jobs (upgraded from before them)
 /// or its critical list was made with other thresholds than `thresholds` (says so on stderr):
 /// by the write side only (ingest at its start, `mpistat db migrate`).
-pub fn ensure_built(db: &WriteStore, thresholds: &SiteReportConfig) -> anyhow::Result<()> {
+pub fn ensure_built(db: &WriteStore, thresholds: &SiteReportConfig) -> Result<()> {
     let Some(why) = out_of_date(db, thresholds)? else {
         // Never rebuilt: made as the jobs came, with the thresholds of the time.
         db.note_rollup_critical(&thresholds_key(thresholds))?;
@@ -793,10 +785,10 @@ pub struct PeriodRollups {
 }
 
 /// Add up the stored rollups of `[from_ms, to_ms)`.
-pub fn of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodRollups> {
+pub fn of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> Result<PeriodRollups> {
     let mut site = DayRollup::default();
     db.each_day_rollup((from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)), |json| {
-        let day: DayRollup = serde_json::from_str(json)?;
+        let day = stored::day_of_json(json)?;
         site.merge(&day, false);
         Ok(())
     })?;
@@ -840,7 +832,7 @@ impl Spans {
 
 /// The first day of the calendar month (UTC) of `day`, and of the next month (day numbers).
 fn month_of(day: u64) -> (u64, u64) {
-    use crate::mail::week::{date_of_day, days_since_epoch};
+    use crate::week::{date_of_day, days_since_epoch};
     use chrono::{Datelike, Months};
     let date = date_of_day(i64::try_from(day).unwrap_or(i64::MAX));
     let first = date.with_day(1).unwrap_or(date);
@@ -855,11 +847,11 @@ pub fn users_of_period(
     db: &ReadStore,
     from_ms: u64,
     to_ms: u64,
-) -> anyhow::Result<BTreeMap<String, Totals>> {
+) -> Result<BTreeMap<String, Totals>> {
     let spans = Spans::of(from_ms, to_ms);
     let mut users: BTreeMap<String, Totals> = BTreeMap::new();
     let mut add = |user: &str, json: &str| -> mpistat_store::Result<()> {
-        let totals: Totals = serde_json::from_str(json)?;
+        let totals = stored::totals_of_json(json)?;
         match users.get_mut(user) {
             Some(sum) => sum.merge(&totals),
             None => {
@@ -891,13 +883,13 @@ pub fn user_of_period(
     user: &str,
     from_ms: u64,
     to_ms: u64,
-) -> anyhow::Result<Option<UserWeek>> {
+) -> Result<Option<UserWeek>> {
     let mut sum: Option<UserWeek> = None;
     db.each_user_day_rollup(
         user,
         (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS)),
         |totals, detail| {
-            let week = user_week(totals, detail)?;
+            let week = stored::user_of_json(totals, detail)?;
             match &mut sum {
                 Some(sum) => sum.merge(&week),
                 None => sum = Some(week),
@@ -909,7 +901,7 @@ pub fn user_of_period(
 }
 
 /// Jobs, CPU time, MPI time and users of `[from_ms, to_ms)` from the rollups' columns.
-pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> anyhow::Result<PeriodTotals> {
+pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> Result<PeriodTotals> {
     let spans = Spans::of(from_ms, to_ms);
     Ok(db.totals_of_spans(spans.days_before, spans.months, spans.days_after)?)
 }
@@ -922,7 +914,7 @@ pub fn each_hour_group(
     from_hour: u64,
     to_hour: u64,
     mut f: impl FnMut(u64, &str, GroupSums),
-) -> anyhow::Result<()> {
+) -> Result<()> {
     db.each_hour_group(dimension.name(), (from_hour, to_hour), |hour, name, row| {
         f(hour, name, row)
     })?;
@@ -969,7 +961,7 @@ mod tests {
     /// Day number of a date.
     fn day(text: &str) -> u64 {
         let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap();
-        crate::mail::week::days_since_epoch(date) as u64
+        crate::week::days_since_epoch(date) as u64
     }
 
     fn spans(from: &str, to: &str) -> Spans {

@@ -69,12 +69,12 @@ fn epoch() -> NaiveDate {
 }
 
 /// Days since 1970-01-01 of a date.
-pub(crate) fn days_since_epoch(date: NaiveDate) -> i64 {
+pub fn days_since_epoch(date: NaiveDate) -> i64 {
     date.signed_duration_since(epoch()).num_days()
 }
 
 /// The date `day` days after 1970-01-01 (clamped to chrono's range).
-pub(crate) fn date_of_day(day: i64) -> NaiveDate {
+pub fn date_of_day(day: i64) -> NaiveDate {
     epoch()
         .checked_add_signed(chrono::TimeDelta::days(day))
         .unwrap_or(NaiveDate::MAX)

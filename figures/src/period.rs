@@ -2,7 +2,7 @@
 //! any range of days (`mpistat serve`'s `from`/`to`), all in UTC, with the intervals before it
 //! for the trend.
 
-use crate::mail::week::{days_since_epoch, IsoWeek};
+use crate::week::{days_since_epoch, IsoWeek};
 use chrono::NaiveDate;
 
 const DAY_MS: u64 = 86_400_000;
