@@ -308,7 +308,7 @@ fn uid_of(user: &str) -> anyhow::Result<u32> {
     if let Ok(uid) = user.parse() {
         return Ok(uid);
     }
-    use crate::ingest::accounts::{Accounts, System};
+    use crate::ingest::accounts::System;
     System::default()
         .uid_of(user)
         .ok_or_else(|| anyhow::anyhow!("no user {user:?}"))

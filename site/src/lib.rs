@@ -4,8 +4,10 @@
 //! malformed file must not break a job, so [`SiteConfig::parse`] always returns a usable
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
+pub mod accounts;
 pub mod escalation;
 pub mod files;
+pub mod html;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -136,7 +136,7 @@ pub struct TracedJob {
     /// The trace directory (the full report: `mpistat analyze DIR`).
     pub dir: String,
     /// The analysis' summary, or why there is none.
-    pub summary: Result<crate::analyze::Summary, String>,
+    pub summary: Result<mpistat_analysis_report::report::Summary, String>,
 }
 
 impl TracedJob {
