@@ -1,7 +1,8 @@
 //! Typed errors of the analysis's reports, its Perfetto output and `--send`; their messages are
 //! what `mpistat analyze` and `mpistat-analyze` say.
 
-use mpistat_analysis::error::{AnalysisError, AnalyzeDirError, MemoryError};
+use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
+use mpistat_analysis::memory::MemoryError;
 use mpistat_otf2::Otf2Error;
 use std::io;
 use std::path::PathBuf;
