@@ -2,14 +2,13 @@
 //! trace is, sent to syslog as that user's record ([`AnalysisRecord`]).
 //!
 //! The digest never opens a path a record names: it only files the analysis records users send,
-//! and believes one only when the kernel-attested sender is the job's uid (see
-//! the digest's `escalate`). Here: the directory must be the caller's own (not a symlink, owned by
-//! the real uid), the job is the one named by the key file the profiler wrote into it
-//! ([`JOB_KEY_FILE`], also the caller's own regular file), the analysis runs in a child process
-//! `mpistat analyze --format summary DIR` bounded by the site's `[escalation]
-//! analysis_timeout_seconds` and `analysis_memory_bytes` (see `mpistat_analysis::memory`), at
-//! the lowest priority, and its summary
-//! (or why it failed) goes to the site's syslog socket in lines made by
+//! and believes one only when the kernel-attested sender is the job's uid (the digest's
+//! `escalate`). Here: the directory must be the caller's own (not a symlink, owned by the real
+//! uid), the job is the one named by the key file the profiler wrote into it ([`JOB_KEY_FILE`],
+//! also the caller's own regular file), the analysis runs in a child process `mpistat analyze
+//! --format summary DIR` bounded by the site's `[escalation] analysis_timeout_seconds` and
+//! `analysis_memory_bytes` (see `mpistat_analysis::memory`), at the lowest priority, and its
+//! summary (or why it failed) goes to the site's syslog socket in lines made by
 //! [`mpistat_record::encode_analysis`], with a bounded wait for a syslog daemon that does not
 //! read.
 

@@ -1,7 +1,7 @@
 //! The command line of `mpistat-analyze`, read by hand: the program runs in the user's job step,
 //! so it takes no argument parser crate (clap is the `mpistat` binary's alone).
 
-use mpistat_analysis_report::Format;
+use mpistat_analysis_report::{AnalyzeOptions, Format};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -39,16 +39,11 @@ Options:
   -V, --version              Print version
 ";
 
-/// What the command line asks for.
-#[derive(Debug, PartialEq)]
+/// What the command line asks for: an analysis as `mpistat analyze` runs it, or `--send`.
+#[derive(Debug)]
 pub struct Args {
-    pub format: Format,
+    pub options: AnalyzeOptions,
     pub send: bool,
-    pub config: Option<PathBuf>,
-    pub memory_limit: Option<u64>,
-    pub perfetto: Option<PathBuf>,
-    pub otf2: Option<PathBuf>,
-    pub trace_dir: PathBuf,
 }
 
 /// What to do instead of an analysis, or why the command line is wrong.
@@ -125,14 +120,18 @@ pub fn parse(arguments: impl IntoIterator<Item = OsString>) -> Result<Args, NotR
             )));
         }
     }
+    let trace_dir =
+        trace_dir.ok_or_else(|| wrong("the trace directory is required".to_string()))?;
     Ok(Args {
-        format: format.unwrap_or(Format::Text),
+        options: AnalyzeOptions {
+            trace_dir,
+            format: format.unwrap_or(Format::Text),
+            perfetto,
+            otf2,
+            memory_limit,
+            config,
+        },
         send,
-        config,
-        memory_limit,
-        perfetto,
-        otf2,
-        trace_dir: trace_dir.ok_or_else(|| wrong("the trace directory is required".to_string()))?,
     })
 }
 
@@ -158,23 +157,19 @@ mod tests {
             "dir",
         ])
         .unwrap();
+        let options = &args.options;
+        assert!(!args.send);
+        assert_eq!(options.format, Format::WaitStates);
+        assert_eq!(options.config, Some("site.toml".into()));
+        assert_eq!(options.memory_limit, Some(1000));
+        assert_eq!(options.perfetto, Some("t.json".into()));
+        assert_eq!(options.otf2, Some("out".into()));
+        assert_eq!(options.trace_dir, PathBuf::from("dir"));
         assert_eq!(
-            args,
-            Args {
-                format: Format::WaitStates,
-                send: false,
-                config: Some("site.toml".into()),
-                memory_limit: Some(1000),
-                perfetto: Some("t.json".into()),
-                otf2: Some("out".into()),
-                trace_dir: "dir".into(),
-            }
-        );
-        assert_eq!(
-            parse_words(&["--", "-dir"]).unwrap().trace_dir,
+            parse_words(&["--", "-dir"]).unwrap().options.trace_dir,
             PathBuf::from("-dir")
         );
-        assert_eq!(parse_words(&["dir"]).unwrap().format, Format::Text);
+        assert_eq!(parse_words(&["dir"]).unwrap().options.format, Format::Text);
     }
 
     #[test]
@@ -195,8 +190,8 @@ mod tests {
                 "{words:?}"
             );
         }
-        assert_eq!(parse_words(&["dir", "--help"]), Err(NotRun::Help));
-        assert_eq!(parse_words(&["-V"]), Err(NotRun::Version));
+        assert!(matches!(parse_words(&["dir", "--help"]), Err(NotRun::Help)));
+        assert!(matches!(parse_words(&["-V"]), Err(NotRun::Version)));
         assert!(parse_words(&["--send", "dir"]).unwrap().send);
     }
 }

@@ -66,8 +66,9 @@ fn gather_problems(problems: &[String], world: &mpi::World) -> Option<Vec<String
 }
 
 fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
-    let dir = &args.trace_dir;
-    let config_path = args
+    let options = &args.options;
+    let dir = &options.trace_dir;
+    let config_path = options
         .config
         .clone()
         .unwrap_or_else(SiteConfig::path_from_env);
@@ -89,11 +90,11 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
             _ => Ok(()),
         }
     };
-    let setting = args
+    let setting = options
         .memory_limit
         .unwrap_or(config.escalation.analysis_memory_bytes);
     let limit = memory::limit(setting, world.node_size());
-    if let Some(out) = &args.otf2 {
+    if let Some(out) = &options.otf2 {
         // Each process writes its own ranks, streamed: before the memory check, which is the
         // analysis's.
         trace_input::export(dir, out, Some(world))?;
@@ -122,14 +123,14 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
     let format = if args.send {
         Format::Summary
     } else {
-        args.format
+        options.format
     };
     let report = match format {
         Format::WaitStates => {
             let report = gather_wait_states(&local, world)
                 .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
                 .transpose()?;
-            if let Some(path) = &args.perfetto {
+            if let Some(path) = &options.perfetto {
                 let analysis = analyze(&local, world)?;
                 write_file_distributed(path, &local, analysis.as_ref(), world)?;
             }
@@ -144,7 +145,7 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
                     return Err(error.into());
                 }
             };
-            if let Some(path) = &args.perfetto {
+            if let Some(path) = &options.perfetto {
                 write_file_distributed(path, &local, analysis.as_ref(), world)?;
             }
             match (analysis, all_problems) {
