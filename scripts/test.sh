@@ -61,6 +61,9 @@ else
     echo "SKIPPED: rustfmt not installed"
 fi
 
+section "documentation (sizes, links)"
+bash scripts/check-docs.sh
+
 section "clippy"
 if [[ $MPISTAT_HAVE_CLIPPY == 1 ]]; then
     cargo clippy --workspace --all-targets -- -D warnings

@@ -61,7 +61,8 @@ fn worst_rank(
         .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
 }
 
-/// The few facts of an analysis that the weekly mail tells (seed 003's "level 6").
+/// The few facts of an analysis that the weekly mail tells ("level 6" of Rabenseifner, "Automatic
+/// MPI Counter Profiling").
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Summary {
     pub wall_s: f64,

@@ -209,8 +209,7 @@ fn send(config: &SiteConfig, messages: &[String]) -> Result<(), SendError> {
             socket: syslog.socket.clone(),
             error,
         })?;
-    let facility = mpistat_site::syslog_facility_code(&syslog.facility).unwrap_or(21);
-    let priority = facility * 8 + 6;
+    let priority = syslog.facility.code() * 8 + 6;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -1,4 +1,5 @@
-//! `mpistat analyze` on the worked example of seed 000 (Fig. 3), written as a trace directory.
+//! `mpistat analyze` on the worked example of Böhme et al., "Identifying the root causes of wait
+//! states" (Fig. 3), written as a trace directory.
 
 use mpistat_analysis::builder::ExecutionBuilder;
 use mpistat_analysis_report::{run, AnalyzeOptions, Format};
@@ -6,7 +7,7 @@ use mpistat_trace::model::Cartesian;
 use mpistat_trace::tracefile::write_dir;
 use std::path::PathBuf;
 
-/// Seed 000 Fig. 3 with one tick per second, on a 1-D process grid.
+/// Böhme et al.'s Fig. 3 with one tick per second, on a 1-D process grid.
 fn figure_3_dir(name: &str) -> PathBuf {
     let mut b = ExecutionBuilder::new(3);
     let (f, g, h) = (b.region("f", ""), b.region("g", ""), b.region("h", ""));

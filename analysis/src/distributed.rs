@@ -1,6 +1,7 @@
-//! The analysis split over processes, as Scalasca's parallel replay (seeds 000 and 002): each
-//! process reads only its block of ranks, runs the per-rank passes on them, and exchanges with
-//! the other processes what the original messages and collectives carried, never the traces.
+//! The analysis split over processes, as Scalasca's parallel replay (Böhme et al., "Identifying the
+//! root causes of wait states", and Böhme's thesis summary): each process reads only its block of
+//! ranks, runs the per-rank passes on them, and exchanges with the other processes what the
+//! original messages and collectives carried, never the traces.
 //!
 //! This module: reading, call-path unification, matching and the forward replay (wait states),
 //! which equal the one-process analysis's ([`wait_state_report`]). The backward replay (delay

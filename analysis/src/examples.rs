@@ -6,8 +6,8 @@ use crate::analysis::Analysis;
 use crate::builder::{ExecutionBuilder, WORLD};
 use mpistat_trace::model::{CommId, Rank, RegionId, Ticks, Trace};
 
-/// Seed 000 (Böhme et al., TOPC 2016), Fig. 2: excess `comp` on rank 0 makes rank 1 wait in
-/// R1; rank 1's wait and its receive time make rank 2 wait in R2.
+/// Böhme et al., "Identifying the root causes of wait states" (TOPC 2016), Fig. 2: excess `comp` on
+/// rank 0 makes rank 1 wait in R1; rank 1's wait and its receive time make rank 2 wait in R2.
 pub fn topc_figure_2() -> ExecutionBuilder {
     let (a, b_, c) = (0, 1, 2);
     let mut b = ExecutionBuilder::new(3);
@@ -22,7 +22,7 @@ pub fn topc_figure_2() -> ExecutionBuilder {
     b
 }
 
-/// Seed 000, Fig. 3, in its artificial time unit (1 tick).
+/// The same paper, Fig. 3, in its artificial time unit (1 tick).
 pub fn topc_figure_3() -> ExecutionBuilder {
     let (a, b_, c) = (0, 1, 2);
     let mut b = ExecutionBuilder::new(3);

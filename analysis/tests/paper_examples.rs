@@ -80,7 +80,8 @@ fn figure_2_classifies_wait_states() {
     );
 }
 
-/// Seed 001 (Böhme et al., IPDPS 2012) Sec. IV-A: a loop of work() and a barrier on 32 ranks.
+/// Böhme et al., "Scalable critical-path based performance analysis" (IPDPS 2012), Sec. IV-A: a
+/// loop of work() and a barrier on 32 ranks.
 #[derive(Clone, Copy, Debug)]
 enum Scenario {
     Balanced,
@@ -175,7 +176,7 @@ fn section_4a_runtime_grows_by_a_quarter_and_costs_match_waiting() {
     }
 }
 
-/// Seed 001 Sec. II-D, Fig. 2: an MPMD run with partitions running A (ranks 0, 1) and B (ranks
+/// The same paper, Sec. II-D, Fig. 2: an MPMD run with partitions running A (ranks 0, 1) and B (ranks
 /// 2, 3); the critical path runs on rank 3. Waiting in partition A is inter-partition imbalance
 /// cost of B; rank 2's underload in B is intra-partition cost.
 #[test]

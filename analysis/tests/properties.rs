@@ -1,6 +1,6 @@
 //! Properties of random valid executions, checked against an independent oracle: the program
-//! activity graph of Korkhov et al. (Algorithms 2023, seed 004), whose longest path is the
-//! critical path.
+//! activity graph of Korkhov et al. ("Finding bottlenecks in MPI programs by scalable critical path
+//! analysis", Algorithms 2023), whose longest path is the critical path.
 
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
@@ -93,7 +93,7 @@ type Members = Vec<(usize, Vertex, Vertex)>;
 ///
 /// Vertices are events. Program edges join consecutive events of a rank and weigh the time
 /// between them, except that an operation's completing event is reached from its enter only by
-/// its time after the release (the latest enter of the ranks it depends on: seed 004's
+/// its time after the release (the latest enter of the ranks it depends on: Korkhov et al.'s
 /// wait-before). Communication edges join each depended-on rank's enter to the completing event
 /// and weigh the time in between.
 fn longest_activity_path(trace: &Trace) -> u64 {

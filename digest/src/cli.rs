@@ -1,5 +1,8 @@
-//! The command line.
+//! The command line, and the options each command's arguments make.
 
+use crate::commands::{Edit, EscalateOptions, IngestOptions};
+use crate::show::ShowOptions;
+use crate::site::DatabaseOptions;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
@@ -88,6 +91,33 @@ pub enum EscalateAction {
     },
 }
 
+impl EscalateArgs {
+    pub fn options(&self) -> EscalateOptions {
+        let edit = match &self.action {
+            EscalateAction::List => Edit::List,
+            EscalateAction::Add {
+                user,
+                exe,
+                captures,
+                days,
+            } => Edit::Add {
+                user: user.clone(),
+                exe: exe.clone(),
+                captures: *captures,
+                days: *days,
+            },
+            EscalateAction::Remove { user, exe } => Edit::Remove {
+                user: user.clone(),
+                exe: exe.clone(),
+            },
+        };
+        EscalateOptions {
+            config: self.config.clone(),
+            edit,
+        }
+    }
+}
+
 /// Settings shared by the commands that use the database.
 #[derive(Args, Debug)]
 pub struct DatabaseArgs {
@@ -97,6 +127,15 @@ pub struct DatabaseArgs {
     /// The database (default: `[database] path` of the site configuration).
     #[arg(long)]
     pub database: Option<PathBuf>,
+}
+
+impl DatabaseArgs {
+    pub fn options(&self) -> DatabaseOptions {
+        DatabaseOptions {
+            config: self.config.clone(),
+            database: self.database.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -109,13 +148,25 @@ pub struct IngestArgs {
     /// Afterwards, print the stored jobs and everything rejected (forged, incomplete, corrupt...).
     #[arg(long)]
     pub report: bool,
-    /// Lines read between two commits (for tests: more, smaller commits).
-    #[arg(long, default_value_t = crate::ingest::BATCH_LINES, hide = true)]
-    pub batch_lines: u64,
+    /// Lines read between two commits (for tests: more, smaller commits; default: ingest's).
+    #[arg(long, hide = true)]
+    pub batch_lines: Option<u64>,
     /// The logs rsyslog writes (rotated `FILE.*`/`FILE-*`, also `.gz`, are read too). With
     /// --report alone, none are needed.
     #[arg(required_unless_present = "report")]
     pub files: Vec<PathBuf>,
+}
+
+impl IngestArgs {
+    pub fn options(&self) -> IngestOptions {
+        IngestOptions {
+            database: self.db.options(),
+            follow: self.follow,
+            report: self.report,
+            batch_lines: self.batch_lines,
+            files: self.files.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -174,6 +225,15 @@ pub struct ShowArgs {
     /// Syslog files to read (`-` for standard input).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+}
+
+impl ShowArgs {
+    pub fn options(&self) -> ShowOptions {
+        ShowOptions {
+            json: self.json,
+            files: self.files.clone(),
+        }
+    }
 }
 
 #[derive(Args, Debug)]

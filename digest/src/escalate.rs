@@ -1,5 +1,5 @@
 //! Escalation from the always-on profile to a trace, and the analyses of the traces that come
-//! back (seed 003's "level 6", made automatic).
+//! back ("level 6" of Rabenseifner, "Automatic MPI Counter Profiling", made automatic).
 //!
 //! Ingest judges each job it stores by its index ([`needs_a_look`]: traced, or meeting the
 //! site's rule, [`rule_matches`]) and queues those (table `escalation_queue`) in the same
@@ -22,8 +22,6 @@
 //! [`ENTRIES_PER_UID_MAX`] entries, and the whole list at most
 //! [`escalation::LIST_MAX_BYTES`]; what would go beyond is left out, and said.
 
-use crate::cli::{EscalateAction, EscalateArgs};
-use anyhow::Context;
 use mpistat_record::limits::PATH_MAX;
 use mpistat_record::JobIndex;
 use mpistat_site::escalation::{self, Entry, LIST_MAX_BYTES};
@@ -31,7 +29,38 @@ use mpistat_site::{EscalationConfig, SiteConfig};
 use mpistat_store::WriteStore;
 use std::collections::HashSet;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// Why the escalation list could not be read, written or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum EscalateError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot create {}: {source}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no user {0:?}")]
+    NoUser(String),
+    #[error("cannot list {entry}: {why}")]
+    Refused { entry: String, why: String },
+    #[error("no entry for {0}")]
+    NoEntry(String),
+    #[error(transparent)]
+    Store(#[from] mpistat_store::Error),
+    /// Writing a problem or the list to the output failed.
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
 
 fn now_unix() -> u64 {
     std::time::SystemTime::now()
@@ -84,7 +113,7 @@ fn described(entry: &Entry) -> String {
 /// The list at `path` (none yet: empty); lines that are not entries, and entries the list may
 /// not have ([`refusal`]: e.g. from a list written before the limits), are reported and
 /// dropped.
-fn read_list(path: &Path, err: &mut impl Write) -> anyhow::Result<Vec<Entry>> {
+fn read_list(path: &Path, err: &mut impl Write) -> Result<Vec<Entry>, EscalateError> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
             let (entries, problems) = escalation::parse(&text);
@@ -106,16 +135,22 @@ fn read_list(path: &Path, err: &mut impl Write) -> anyhow::Result<Vec<Entry>> {
             Ok(kept)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(source) => Err(EscalateError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
 /// Replace the list at `path` atomically (readable by every user's profiler).
-fn write_list(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
+fn write_list(path: &Path, entries: &[Entry]) -> Result<(), EscalateError> {
     use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     if let Some(dir) = dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| EscalateError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let write = || -> std::io::Result<()> {
@@ -125,9 +160,12 @@ fn write_list(path: &Path, entries: &[Entry]) -> anyhow::Result<()> {
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     };
-    write().map_err(|e| {
+    write().map_err(|source| {
         let _ = std::fs::remove_file(&tmp);
-        anyhow::anyhow!("cannot write {}: {e}", path.display())
+        EscalateError::Write {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 
@@ -175,7 +213,7 @@ const ORPHAN_AFTER_MS: u64 = 7 * 86_400_000;
 /// ingest checked is the uid that sent it; else it is rejected as `forged`. One whose job has
 /// not come for [`ORPHAN_AFTER_MS`] is rejected as `orphan`; until then it is looked for only
 /// among the jobs stored since the last look (many waiting analyses cost little).
-fn file_analyses(db: &WriteStore, now_ms: u64, err: &mut impl Write) -> anyhow::Result<()> {
+fn file_analyses(db: &WriteStore, now_ms: u64, err: &mut impl Write) -> Result<(), EscalateError> {
     for received in db.analysis_inbox()? {
         let analysis = &received.analysis;
         let Some(job) = db.job_of_analysis(&received)? else {
@@ -222,7 +260,7 @@ pub fn after_ingest(
     config: &SiteConfig,
     db: &WriteStore,
     err: &mut impl Write,
-) -> anyhow::Result<()> {
+) -> Result<(), EscalateError> {
     let rule = &config.escalation;
     let now = now_unix();
     file_analyses(db, now * 1000, err)?;
@@ -304,62 +342,81 @@ pub fn after_ingest(
 }
 
 /// A uid from a user name or number.
-fn uid_of(user: &str) -> anyhow::Result<u32> {
+fn uid_of(user: &str) -> Result<u32, EscalateError> {
     if let Ok(uid) = user.parse() {
         return Ok(uid);
     }
     use crate::ingest::accounts::System;
     System::default()
         .uid_of(user)
-        .ok_or_else(|| anyhow::anyhow!("no user {user:?}"))
+        .ok_or_else(|| EscalateError::NoUser(user.to_string()))
 }
 
-/// `mpistat escalate list|add|remove`.
-pub fn command(args: &EscalateArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let config = crate::site::config(args.config.as_deref())?;
-    let rule = &config.escalation;
-    let mut entries = read_list(&rule.list, &mut std::io::stderr())?;
-    match &args.action {
-        EscalateAction::List => {
-            writeln!(out, "{}", rule.list.display())?;
-            for e in &entries {
-                writeln!(
-                    out,
-                    "uid {}  {}  {} capture(s) left, expires {} (unix s)  {}",
-                    e.uid, e.exe, e.captures_left, e.expires_unix, e.reason
-                )?;
-            }
-        }
-        EscalateAction::Add {
-            user,
-            exe,
-            captures,
-            days,
-        } => {
-            let uid = uid_of(user)?;
-            entries.retain(|e| !(e.uid == uid && e.exe == *exe));
-            let entry = Entry {
-                uid,
-                exe: exe.clone(),
-                captures_left: captures.unwrap_or(rule.captures),
-                expires_unix: now_unix() + days.unwrap_or(rule.expiry_days) * 86_400,
-                reason: "admin".into(),
-            };
-            if let Some(why) = refusal(&entry, &entries) {
-                anyhow::bail!("cannot list {}: {why}", described(&entry));
-            }
-            entries.push(entry);
-            write_list(&rule.list, &entries)?;
-        }
-        EscalateAction::Remove { user, exe } => {
-            let uid = uid_of(user)?;
-            let n = entries.len();
-            entries.retain(|e| !(e.uid == uid && exe.as_ref().is_none_or(|x| *x == e.exe)));
-            anyhow::ensure!(entries.len() < n, "no entry for {user}");
-            write_list(&rule.list, &entries)?;
-        }
+/// `mpistat escalate list`: the list's path and its entries to `out` (problems with it to
+/// `err`).
+pub fn list(
+    rule: &EscalationConfig,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), EscalateError> {
+    let entries = read_list(&rule.list, err)?;
+    writeln!(out, "{}", rule.list.display())?;
+    for e in &entries {
+        writeln!(
+            out,
+            "uid {}  {}  {} capture(s) left, expires {} (unix s)  {}",
+            e.uid, e.exe, e.captures_left, e.expires_unix, e.reason
+        )?;
     }
     Ok(())
+}
+
+/// `mpistat escalate add`: trace the next `captures` runs (`None`: the site's `[escalation]
+/// captures`) within `days` (`None`: its `expiry_days`) of `user`'s (a name or uid)
+/// application `exe` (as the job record's `app`); replaces the user's entry for it.
+pub fn add(
+    rule: &EscalationConfig,
+    user: &str,
+    exe: &str,
+    captures: Option<u32>,
+    days: Option<u64>,
+    err: &mut impl Write,
+) -> Result<(), EscalateError> {
+    let mut entries = read_list(&rule.list, err)?;
+    let uid = uid_of(user)?;
+    entries.retain(|e| !(e.uid == uid && e.exe == exe));
+    let entry = Entry {
+        uid,
+        exe: exe.to_string(),
+        captures_left: captures.unwrap_or(rule.captures),
+        expires_unix: now_unix() + days.unwrap_or(rule.expiry_days) * 86_400,
+        reason: "admin".into(),
+    };
+    if let Some(why) = refusal(&entry, &entries) {
+        return Err(EscalateError::Refused {
+            entry: described(&entry),
+            why,
+        });
+    }
+    entries.push(entry);
+    write_list(&rule.list, &entries)
+}
+
+/// `mpistat escalate remove`: `user`'s entries, all of them or those for the application `exe`.
+pub fn remove(
+    rule: &EscalationConfig,
+    user: &str,
+    exe: Option<&str>,
+    err: &mut impl Write,
+) -> Result<(), EscalateError> {
+    let mut entries = read_list(&rule.list, err)?;
+    let uid = uid_of(user)?;
+    let n = entries.len();
+    entries.retain(|e| !(e.uid == uid && exe.is_none_or(|x| x == e.exe)));
+    if entries.len() == n {
+        return Err(EscalateError::NoEntry(user.to_string()));
+    }
+    write_list(&rule.list, &entries)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! that come back.
 
 pub mod cli;
+pub mod commands;
 pub mod escalate;
 pub use mpistat_site::html;
 pub mod ingest;

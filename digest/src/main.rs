@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use mpistat_digest::cli::{Cli, Command, DbAction};
+use mpistat_digest::commands;
 use mpistat_digest::site::ConfigError;
 use std::process::ExitCode;
 
@@ -23,29 +24,47 @@ fn main() -> ExitCode {
     }
 }
 
+/// `show` and `ingest` fail when an input could not be read (after doing what they could).
+fn failed_if_unread(some_unread: bool) -> ExitCode {
+    if some_unread {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Show(args) => {
             let stdin = std::io::stdin().lock();
             let outcome = mpistat_digest::show::run(
-                &args,
+                &args.options(),
                 stdin,
                 &mut std::io::stdout().lock(),
                 &mut std::io::stderr().lock(),
             )?;
-            Ok(if outcome.unreadable_inputs > 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            Ok(failed_if_unread(outcome.unreadable_inputs > 0))
         }
-        Command::Ingest(args) => mpistat_digest::ingest::command(&args),
+        Command::Ingest(args) => {
+            let outcome = commands::ingest(
+                &args.options(),
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            )?;
+            Ok(failed_if_unread(outcome.unreadable > 0))
+        }
         Command::Digest(args) => mpistat_digest::mail::command(&args),
         Command::SiteReport(args) => mpistat_digest::site_report::command(&args),
         Command::Serve(args) => mpistat_digest::serve::command(&args),
-        Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args),
+        Command::RebuildRollups(args) => {
+            commands::rebuild_rollups(&args.options(), &mut std::io::stderr().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Db(args) => match args.action {
-            DbAction::Migrate(args) => mpistat_digest::site::migrate_command(&args),
+            DbAction::Migrate(args) => {
+                commands::migrate(&args.options(), &mut std::io::stderr().lock())?;
+                Ok(ExitCode::SUCCESS)
+            }
         },
         Command::Analyze(args) if args.send => {
             let path = args
@@ -67,7 +86,11 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Escalate(args) => {
-            mpistat_digest::escalate::command(&args, &mut std::io::stdout().lock())?;
+            commands::escalate(
+                &args.options(),
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
     }

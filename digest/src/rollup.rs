@@ -785,19 +785,6 @@ pub fn ensure_built(db: &WriteStore, thresholds: &SiteReportConfig) -> anyhow::R
     Ok(())
 }
 
-/// `mpistat rebuild-rollups`.
-pub fn command(args: &crate::cli::DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
-    let (config, db) = crate::site::load_writer(args)?;
-    let start = std::time::Instant::now();
-    let counted = rebuild(&db, &config.site_report)?;
-    db.report_quarantined(&mut std::io::stderr())?;
-    eprintln!(
-        "rollups rebuilt from {counted} jobs ({:.1} s)",
-        start.elapsed().as_secs_f64()
-    );
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
 /// The stored rollups of the days in `[from_ms, to_ms)` (whole UTC days).
 pub struct PeriodRollups {
     pub site: DayRollup,

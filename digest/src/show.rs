@@ -5,10 +5,18 @@
 //! `N records, M problems` line to `err`. A file that cannot be read is reported and
 //! skipped; the caller turns that into a failing exit status.
 
-use crate::cli::ShowArgs;
 use mpistat_record::{Assembler, Decoded};
 use std::io::{BufRead, Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// What `show` reads and how it prints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShowOptions {
+    /// One JSON object per job and line instead of the readable report.
+    pub json: bool,
+    /// Syslog files to read (`-` for standard input).
+    pub files: Vec<PathBuf>,
+}
 
 /// What `show` found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -18,16 +26,16 @@ pub struct Outcome {
     pub unreadable_inputs: usize,
 }
 
-/// Run `show` over `args.files`; `-` reads `stdin`. Errors only when writing the output fails.
+/// Run `show` over `options.files`; `-` reads `stdin`. Errors only when writing the output fails.
 pub fn run(
-    args: &ShowArgs,
+    options: &ShowOptions,
     mut stdin: impl BufRead,
     out: &mut impl Write,
     err: &mut impl Write,
-) -> anyhow::Result<Outcome> {
+) -> std::io::Result<Outcome> {
     let mut outcome = Outcome::default();
     let mut assembler = Assembler::new();
-    for path in &args.files {
+    for path in &options.files {
         let name = path.display().to_string();
         let content = if path == Path::new("-") {
             read_all(&mut stdin)
@@ -46,9 +54,15 @@ pub fn run(
         for line in content.split(|&b| b == b'\n') {
             assembler.push(line);
         }
-        print(assembler.take_decoded(), args.json, out, err, &mut outcome)?;
+        print(
+            assembler.take_decoded(),
+            options.json,
+            out,
+            err,
+            &mut outcome,
+        )?;
     }
-    print(assembler.finish(), args.json, out, err, &mut outcome)?;
+    print(assembler.finish(), options.json, out, err, &mut outcome)?;
     writeln!(
         err,
         "{} records, {} problems",
@@ -69,7 +83,7 @@ fn print(
     out: &mut impl Write,
     err: &mut impl Write,
     outcome: &mut Outcome,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     for problem in &decoded.problems {
         writeln!(err, "mpistat: {problem}")?;
     }

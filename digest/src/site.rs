@@ -3,17 +3,25 @@
 //! the store's read handle, writers with its write handle, and only ingest and `mpistat db
 //! migrate` upgrade it.
 
-use crate::cli::DatabaseArgs;
 use anyhow::Context;
 use mpistat_site::{ConfigProblem, SiteConfig};
 use mpistat_store::{ReadStore, WriteStore};
 use std::path::{Path, PathBuf};
 
+/// Where a site-side command finds its configuration and its database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatabaseOptions {
+    /// The site configuration (`None`: [`SiteConfig::path_from_env`]).
+    pub config: Option<PathBuf>,
+    /// The database (`None`: `[database] path` of the site configuration).
+    pub database: Option<PathBuf>,
+}
+
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
 /// it names (or `--database`) to read ([`ReadStore`]: read-only, never upgraded nor changed).
 /// Rollups that are out of date (a database upgraded from before them, or other critical-job
 /// thresholds) are read as they are, and said on stderr: the write side rebuilds them.
-pub fn load(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, ReadStore)> {
+pub fn load(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, ReadStore)> {
     let (config, database) = config_and_database(args)?;
     let db = ReadStore::open(&database)?;
     say_if_rollups_out_of_date(&db, &config)?;
@@ -34,7 +42,7 @@ pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow
 
 /// The site configuration and the database to write, as it is ([`open_writer`]):
 /// `rebuild-rollups`, the mails' bookkeeping.
-pub fn load_writer(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
     let (config, database) = config_and_database(args)?;
     Ok((config, open_writer(&database, false)?))
 }
@@ -43,30 +51,12 @@ pub fn load_writer(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStor
 /// ([`open_writer`] with migrations), its rollups rebuilt if they are out of date
 /// ([`crate::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
 /// migrate`.
-pub fn load_and_migrate(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, WriteStore)> {
+pub fn load_and_migrate(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
     let (config, database) = config_and_database(args)?;
     let db = open_writer(&database, true)?;
     crate::rollup::ensure_built(&db, &config.site_report)?;
     db.report_quarantined(&mut std::io::stderr())?;
     Ok((config, db))
-}
-
-/// `mpistat db migrate`: [`load_and_migrate`], then every stored record read, those that cannot
-/// be used moved to the rejected entries (said on stderr).
-pub fn migrate_command(args: &DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
-    let (_, db) = load_and_migrate(args)?;
-    let read = db.quarantine_unusable()?;
-    let quarantined = db.take_quarantined();
-    for done in &quarantined {
-        eprintln!("mpistat: {done}");
-    }
-    eprintln!(
-        "database {}: schema {} (up to date), {read} stored records read, {} not usable",
-        db.path().unwrap_or_default().display(),
-        mpistat_store::MIGRATIONS.len(),
-        quarantined.len()
-    );
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 /// Open the database at `path` to write, private to its owner whatever the umask (every user's
@@ -115,7 +105,7 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
 }
 
 /// The site configuration and the database it names (or `--database`).
-pub fn config_and_database(args: &DatabaseArgs) -> Result<(SiteConfig, PathBuf), ConfigError> {
+pub fn config_and_database(args: &DatabaseOptions) -> Result<(SiteConfig, PathBuf), ConfigError> {
     let config = config(args.config.as_deref())?;
     let database = args
         .database

@@ -1,8 +1,7 @@
 //! `mpistat show` end to end on syslog text: snapshots of both views of a fixed record, and a
 //! messy file (a good job, a job missing a part, a duplicate, junk) that still shows the good job.
 
-use mpistat_digest::cli::ShowArgs;
-use mpistat_digest::show::{run, Outcome};
+use mpistat_digest::show::{run, Outcome, ShowOptions};
 use mpistat_record::model::{NodeBytes, RanksPerNode};
 use mpistat_record::{encode, Binding, JobRecord, RoutineStats, Stat};
 use std::io::Write;
@@ -148,7 +147,7 @@ fn syslog(messages: &[String]) -> String {
 }
 
 fn show(json: bool, input: &str) -> (String, String, Outcome) {
-    let args = ShowArgs {
+    let args = ShowOptions {
         json,
         files: vec![PathBuf::from("-")],
     };
@@ -228,7 +227,7 @@ fn unreadable_file_is_reported_and_others_still_shown() {
     file.1
         .write_all(syslog(&encode(&fixed_record())).as_bytes())
         .unwrap();
-    let args = ShowArgs {
+    let args = ShowOptions {
         json: true,
         files: vec![PathBuf::from("/nonexistent/syslog"), file.0.clone()],
     };

@@ -1,4 +1,5 @@
-//! Performance counters split into the application part and the MPI part (seed 003 Sec. VIII).
+//! Performance counters split into the application part and the MPI part (Rabenseifner, "Automatic
+//! MPI Counter Profiling", Sec. VIII).
 //!
 //! Every MPI-calling thread opens one perf_event group (crate `perf-event2`: maintained, reads a
 //! whole group with one read(2), and exposes the mmap page's user-space `rdpmc` read that the
@@ -14,11 +15,12 @@
 //! `MPI_Finalize` (the application part then holds everything). Software events have no user
 //! read, so a set with any of them falls back.
 //!
-//! The arithmetic is [`Split`], written for both counter interfaces of seed 003: "read" (counters
-//! run like a clock) and "read-out" (each read returns the count since the previous read and
-//! resets it), and unit-tested against a fake backend.
+//! The arithmetic is [`Split`], written for both counter interfaces of Rabenseifner's paper: "read"
+//! (counters run like a clock) and "read-out" (each read returns the count since the previous read
+//! and resets it), and unit-tested against a fake backend.
 
 use crate::generated::routines::N_ROUTINES;
+use mpistat_site::CountersFallback;
 use std::cell::Cell;
 use std::sync::Mutex;
 
@@ -445,7 +447,7 @@ pub fn choose(
 }
 
 /// At `MPI_Init` (calling thread): open the calling thread's group.
-pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: &str) {
+pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback: CountersFallback) {
     if names.is_empty() {
         return;
     }
@@ -463,7 +465,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     let user_read = matches!(opened, Ok((_, true)));
     let mode = if user_read {
         "per-call user-space read (rdpmc)"
-    } else if fallback == "per-call" {
+    } else if fallback == CountersFallback::PerCall {
         "per-call read"
     } else {
         "totals (read at MPI_Init and MPI_Finalize)"
@@ -492,7 +494,7 @@ pub fn start(names: Vec<String>, mut unavailable: Vec<Option<String>>, fallback:
     });
     crate::gates::set(
         crate::gates::PER_CALL,
-        any && (user_read || fallback == "per-call"),
+        any && (user_read || fallback == CountersFallback::PerCall),
     );
 }
 

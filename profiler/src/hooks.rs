@@ -20,7 +20,7 @@ use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
 use crate::traffic::Traffic;
 use mpistat_record::model::{Binding, JobRecord};
-use mpistat_site::{syslog_facility_code, SiteConfig};
+use mpistat_site::{CountersFallback, SiteConfig};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Mutex;
@@ -145,7 +145,7 @@ fn set_up_before_init() {
             start_counters(
                 names,
                 unavailable,
-                &p.config.profiler.counters_fallback,
+                p.config.profiler.counters_fallback,
                 true,
             );
             crate::superstep::prepare(p.config.profiler.superstep_buffer_bytes);
@@ -166,7 +166,7 @@ fn set_up_before_init() {
 fn start_counters(
     names: Vec<String>,
     unavailable: Vec<Option<String>>,
-    fallback: &str,
+    fallback: CountersFallback,
     in_counted_call: bool,
 ) {
     if names.is_empty() {
@@ -272,7 +272,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
         start_counters(
             names,
             unavailable,
-            &job.config.profiler.counters_fallback,
+            job.config.profiler.counters_fallback,
             false,
         );
         if peers.all {
@@ -377,10 +377,9 @@ fn publish(
         }
     }
     let lines = mpistat_record::encode(&record);
-    let facility = syslog_facility_code(&job.config.syslog.facility).unwrap_or(21);
     let sent = crate::syslog::send(
         &job.config.syslog.socket,
-        facility,
+        job.config.syslog.facility.code(),
         &job.config.syslog.tag,
         &lines,
         std::time::Duration::from_millis(job.config.syslog.stall_ms),

@@ -5,9 +5,12 @@
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
 pub mod accounts;
+pub mod choices;
 pub mod escalation;
 pub mod files;
 pub mod html;
+
+pub use choices::{CountersFallback, Facility, Listen, ServeAuth};
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -99,7 +102,8 @@ pub struct ProfilerConfig {
     /// When the kernel offers no user-space counter read (rdpmc): `per-call` reads the counters
     /// with read(2) around every outermost MPI call (split inside/outside MPI, about 0.3-0.6 us a
     /// call), `totals` reads them only at MPI_Init and MPI_Finalize (totals, no split).
-    pub counters_fallback: String,
+    #[serde(deserialize_with = "choices::or_default")]
+    pub counters_fallback: CountersFallback,
     /// Open counters even when more ranks of the job run on a node than it has CPUs. Off by
     /// default: an open perf event adds kernel work to every context switch, and oversubscribed
     /// ranks switch at every collective (measured: x1.4 on MPI_Allreduce, 4 ranks on 2 cores).
@@ -153,7 +157,8 @@ impl Default for TraceConfig {
     }
 }
 
-/// Automatic escalation from the always-on profile to a trace (seed 003's "level 6").
+/// Automatic escalation from the always-on profile to a trace ("level 6" of Rabenseifner,
+/// "Automatic MPI Counter Profiling").
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EscalationConfig {
@@ -196,8 +201,9 @@ impl Default for EscalationConfig {
 pub struct SyslogConfig {
     /// The syslog daemon's datagram socket.
     pub socket: PathBuf,
-    /// Syslog facility: `user` or `local0` .. `local7`.
-    pub facility: String,
+    /// Syslog facility: `user`, `daemon` or `local0` .. `local7`.
+    #[serde(deserialize_with = "choices::or_default")]
+    pub facility: Facility,
     /// Syslog tag (program name) of the record lines (at most 32 bytes are used).
     pub tag: String,
     /// How long the profiler waits for room on the daemon's socket without any part of the record
@@ -247,7 +253,7 @@ impl Default for ProfilerConfig {
                 "context-switches".into(),
                 "cpu-migrations".into(),
             ],
-            counters_fallback: "totals".into(),
+            counters_fallback: CountersFallback::default(),
             counters_when_oversubscribed: false,
             assume_all_ranks_profiled: false,
             record_on_sigterm: true,
@@ -259,7 +265,7 @@ impl Default for SyslogConfig {
     fn default() -> Self {
         SyslogConfig {
             socket: PathBuf::from("/run/mpistat-syslog.sock"),
-            facility: "local5".into(),
+            facility: Facility::default(),
             tag: "mpistat".into(),
             stall_ms: 100,
         }
@@ -512,14 +518,15 @@ impl Default for SiteReportConfig {
 pub struct ServeConfig {
     /// Where the server listens (`--listen` overrides): `unix:PATH`, a Unix socket that only the
     /// service and `socket_group` may open, or a TCP address (`127.0.0.1:8080`).
-    pub listen: String,
+    pub listen: Listen,
     /// The group given the Unix socket (mode 0660): the reverse proxy's (`www-data` for Debian's
     /// nginx and Apache); the service must be a member. Empty: the service's own group.
     pub socket_group: String,
     /// `header`: the login name is in `user_header`, set by a trusted reverse proxy (on a Unix
     /// socket or with `proxy_secret_file`). `token`: `Authorization: Bearer <token>`, looked up
     /// in `tokens_file`.
-    pub auth: String,
+    #[serde(deserialize_with = "choices::or_default")]
+    pub auth: ServeAuth,
     /// The request header that carries the login name with `auth = "header"`.
     pub user_header: String,
     /// Lines `login token` (`#` comments); must be owned by root and not writable by others.
@@ -552,9 +559,9 @@ pub struct ServeConfig {
 impl Default for ServeConfig {
     fn default() -> Self {
         ServeConfig {
-            listen: "unix:/run/mpistat/serve.sock".into(),
+            listen: Listen::default(),
             socket_group: "www-data".into(),
-            auth: "header".into(),
+            auth: ServeAuth::default(),
             user_header: "REMOTE_USER".into(),
             tokens_file: PathBuf::from("/etc/mpistat/tokens"),
             proxy_secret_file: None,
@@ -581,6 +588,11 @@ pub enum ConfigProblem {
     BadFacility { path: String, facility: String },
     #[error("{path}: [serve] auth must be \"header\" or \"token\", not {auth:?} (using header)")]
     BadServeAuth { path: String, auth: String },
+    #[error(
+        "{path}: [profiler] counters_fallback must be \"per-call\" or \"totals\", not {value:?} \
+         (using totals)"
+    )]
+    BadCountersFallback { path: String, value: String },
     #[error("{path}: {setting} {value} is more than {max} (using {max})")]
     TooLarge {
         path: String,
@@ -596,7 +608,10 @@ impl SiteConfig {
     pub fn parse(text: &str, path: &str) -> (SiteConfig, Vec<ConfigProblem>) {
         let mut problems = Vec::new();
         let mut config = match basic_toml::from_str::<SiteConfig>(text) {
-            Ok(c) => c,
+            Ok(c) => {
+                problems.extend(choices::problems(text, path));
+                c
+            }
             Err(e) => {
                 let reason = e.to_string().lines().collect::<Vec<_>>().join(" ");
                 problems.push(ConfigProblem::Malformed {
@@ -606,20 +621,6 @@ impl SiteConfig {
                 SiteConfig::default()
             }
         };
-        if syslog_facility_code(&config.syslog.facility).is_none() {
-            problems.push(ConfigProblem::BadFacility {
-                path: path.into(),
-                facility: config.syslog.facility.clone(),
-            });
-            config.syslog.facility = SyslogConfig::default().facility;
-        }
-        if !["header", "token"].contains(&config.serve.auth.as_str()) {
-            problems.push(ConfigProblem::BadServeAuth {
-                path: path.into(),
-                auth: config.serve.auth.clone(),
-            });
-            config.serve.auth = ServeConfig::default().auth;
-        }
         config.clamp(path, &mut problems);
         (config, problems)
     }
@@ -692,19 +693,6 @@ impl ProfilerConfig {
             None => name == pat,
         };
         self.env_whitelist.iter().any(matches) && !self.env_ignore.iter().any(matches)
-    }
-}
-
-/// The syslog facility number (RFC 5424) of a facility name.
-pub fn syslog_facility_code(name: &str) -> Option<u8> {
-    match name {
-        "user" => Some(1),
-        "daemon" => Some(3),
-        _ => name
-            .strip_prefix("local")
-            .and_then(|n| n.parse::<u8>().ok())
-            .filter(|n| *n <= 7)
-            .map(|n| 16 + n),
     }
 }
 
@@ -786,7 +774,8 @@ mod tests {
         assert!(p.is_empty());
         assert!(!c.profiler.enabled);
         assert_eq!(c.syslog.socket, PathBuf::from("/tmp/s"));
-        assert_eq!(syslog_facility_code(&c.syslog.facility), Some(18));
+        assert_eq!(c.syslog.facility, Facility::Local(2));
+        assert_eq!(c.syslog.facility.code(), 18);
     }
 
     #[test]
@@ -808,10 +797,50 @@ mod tests {
     }
 
     #[test]
-    fn bad_facility_falls_back() {
-        let (c, p) = SiteConfig::parse("[syslog]\nfacility = \"local9\"", "x");
-        assert_eq!(c.syslog.facility, "local5");
-        assert_eq!(p.len(), 1);
+    fn a_bad_value_of_a_few_valued_setting_costs_that_setting_only() {
+        let (c, p) = SiteConfig::parse(
+            "[profiler]\ncounters_fallback = \"sometimes\"\nenv_value_max = 7\n\
+             [syslog]\nfacility = \"local9\"\ntag = \"t\"\n\
+             [serve]\nauth = \"password\"\nlisten = \"127.0.0.1:8080\"",
+            "x",
+        );
+        assert_eq!(c.syslog.facility, Facility::Local(5));
+        assert_eq!(c.serve.auth, ServeAuth::Header);
+        assert_eq!(c.profiler.counters_fallback, CountersFallback::Totals);
+        // The rest of the file is read.
+        assert_eq!(c.profiler.env_value_max, 7);
+        assert_eq!(c.syslog.tag, "t");
+        assert_eq!(c.serve.listen, Listen::Tcp("127.0.0.1:8080".into()));
+        let said: Vec<String> = p.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            said,
+            [
+                "x: unknown syslog facility \"local9\" (using local5)",
+                "x: [serve] auth must be \"header\" or \"token\", not \"password\" (using header)",
+                "x: [profiler] counters_fallback must be \"per-call\" or \"totals\", not \
+                 \"sometimes\" (using totals)",
+            ]
+        );
+    }
+
+    #[test]
+    fn few_valued_settings_read_every_value_they_have() {
+        let (c, p) = SiteConfig::parse(
+            "[profiler]\ncounters_fallback = \"per-call\"\n[syslog]\nfacility = \"user\"\n\
+             [serve]\nauth = \"token\"\nlisten = \"unix:/tmp/s.sock\"",
+            "x",
+        );
+        assert!(p.is_empty(), "{p:?}");
+        assert_eq!(c.profiler.counters_fallback, CountersFallback::PerCall);
+        assert_eq!(c.syslog.facility.code(), 1);
+        assert_eq!(c.serve.auth, ServeAuth::Token);
+        assert_eq!(c.serve.listen, Listen::Unix("/tmp/s.sock".into()));
+        for (name, code) in [("daemon", 3), ("local0", 16), ("local7", 23)] {
+            let facility: Facility = name.parse().unwrap();
+            assert_eq!((facility.code(), facility.to_string()), (code, name.into()));
+        }
+        assert!("local8".parse::<Facility>().is_err());
+        assert_eq!(Listen::parse("unix:/tmp/s").to_string(), "unix:/tmp/s");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-/* A known delay pattern for trace mode (seed 000 Fig. 2 and a Wait at Barrier loop):
+/* A known delay pattern for trace mode (Böhme et al., "Identifying the root causes of wait states",
+ * Fig. 2, and a Wait at Barrier loop):
  *
  *   delays DELAY_MS ITERS WORK_MS EXTRA_MS
  *

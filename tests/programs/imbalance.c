@@ -1,5 +1,6 @@
-/* Synthetic load-imbalance benchmark after seed 001 Sec. IV-A: `iters` iterations of sleep-based
- * "work" followed by an MPI_Allreduce on MPI_COMM_WORLD (one superstep each).
+/* Synthetic load-imbalance benchmark after Böhme et al., "Scalable critical-path based performance
+ * analysis", Sec. IV-A: `iters` iterations of sleep-based "work" followed by an MPI_Allreduce on
+ * MPI_COMM_WORLD (one superstep each).
  *
  *   imbalance SCENARIO ITERS WORK_MS [FACTOR]
  *

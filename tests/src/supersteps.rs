@@ -1,9 +1,10 @@
 //! What `imbalance.c` measured itself: per rank, the time outside `MPI_Allreduce` before each
 //! superstep's collective (the files it writes into `IMBALANCE_GAPS_DIR`). From these the tests compute the imbalance figures
-//! of seed 001 Sec. IV-A exactly as the profiler should, and compare. Comparing with what the
-//! program measured, not with the nominal sleep pattern, keeps the checks tight: on an
-//! oversubscribed machine the sleeps overshoot by a millisecond or more per iteration, by an
-//! amount that depends on how the MPI waits (Open MPI parks, MPICH polls and yields).
+//! of Böhme et al., "Scalable critical-path based performance analysis", Sec. IV-A exactly as the
+//! profiler should, and compare. Comparing with what the program measured, not with the nominal
+//! sleep pattern, keeps the checks tight: on an oversubscribed machine the sleeps overshoot by a
+//! millisecond or more per iteration, by an amount that depends on how the MPI waits (Open MPI
+//! parks, MPICH polls and yields).
 
 use mpistat_record::model::Imbalance;
 use std::path::Path;

@@ -178,8 +178,8 @@ fn rip_relative_operands(library: &std::path::Path, section: &str) -> Vec<(Strin
 fn hot_wrappers_general_copies_share_one_section() {
     let sections = readelf(&["-SW"]);
     // In two chunks, it cost a traced rank more than the copies spread over `.text` did (an
-    // earlier try: ARCHITECTURE.md, trace mode); in one, less (footprint.c traced: 484-512 kB of
-    // code resident, against 664-700).
+    // earlier try: docs/design/profiler.md, trace mode); in one, less (footprint.c traced: 484-512
+    // kB of code resident, against 664-700).
     let (warm, warm_size) = one_chunk(&sections, ".text.warm");
     let (hot, hot_size) = section(&sections, ".text.hot");
     let symbols = readelf(&["-sW"]);

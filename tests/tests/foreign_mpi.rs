@@ -1,5 +1,5 @@
 //! An MPI the library was not built for is left alone, and a job where only some ranks have the
-//! library never hangs (README, "An MPI the library does not know").
+//! library never hangs (docs/admin-guide.md, "An MPI the library does not know").
 //!
 //! MPICH jobs (Debian's `mpich`, beside the default Open MPI) run every sample program bare and
 //! with the MPICH build preloaded: same output, same exit code. The Open MPI build meeting

@@ -1,7 +1,8 @@
-//! Imbalance estimates from supersteps, after seed 001 Sec. IV-A: `imbalance.c` on 4 ranks, 100
-//! iterations of sleep-based work (10 ms on average per rank and iteration) and an
-//! `MPI_Allreduce`. In the imbalanced scenarios one rank works 12.5 ms and the others 9.17 ms, so
-//! each iteration takes 25 % longer than balanced (see the program's header).
+//! Imbalance estimates from supersteps, after Böhme et al., "Scalable critical-path based
+//! performance analysis", Sec. IV-A: `imbalance.c` on 4 ranks, 100 iterations of sleep-based work
+//! (10 ms on average per rank and iteration) and an `MPI_Allreduce`. In the imbalanced scenarios
+//! one rank works 12.5 ms and the others 9.17 ms, so each iteration takes 25 % longer than balanced
+//! (see the program's header).
 //!
 //! Two kinds of checks. (1) The estimates equal the figures computed from what the program
 //! measured itself (its per-superstep gaps, [`MeasuredImbalance`]) within 1 % of the work: this is

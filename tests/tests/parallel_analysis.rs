@@ -71,9 +71,10 @@ fn assert_same_reports_of(
     (parse("wait-states"), parse("json"))
 }
 
-/// Seed 000's and seed 001's properties on a JSON report: the delay costs add up to the waiting
-/// time, and so do direct and indirect waiting; with `one_clock`, the critical path is as long as
-/// the run (a real job's corrected clocks may still disagree a little).
+/// The properties of Böhme et al.'s two papers (wait states, critical path) on a JSON report: the
+/// delay costs add up to the waiting time, and so do direct and indirect waiting; with `one_clock`,
+/// the critical path is as long as the run (a real job's corrected clocks may still disagree a
+/// little).
 fn assert_properties(name: &str, report: &serde_json::Value, one_clock: bool) {
     let sum = |field: &str| -> f64 {
         report["callpaths"]

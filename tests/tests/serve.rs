@@ -207,7 +207,7 @@ fn serve_keeps_answering_while_a_local_user_attacks_it() {
     )
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    // The tokens file as the README says: root's, readable by the service's group only.
+    // The tokens file as docs/admin-guide.md says: root's, readable by the service's group only.
     let tokens = d.join("tokens");
     std::fs::write(&tokens, format!("{ADMIN} {ADMIN_TOKEN}\n")).unwrap();
     std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o640)).unwrap();

@@ -162,7 +162,7 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
             // srun --mpi=pmi2: MPICH's PMI-1 client talks to slurmstepd, which answers only
             // the first `init` of a task, so the profiler cannot put its key before MPICH's
             // (peers.rs): whether every rank has the library is unknown, and rank 0 reports
-            // alone (README, MPICH jobs).
+            // alone (docs/admin-guide.md, "MPICH jobs").
             assert_eq!(
                 record.partial.as_deref(),
                 Some("whether all 2 ranks have libmpistat is unknown (rank 0 reports alone)")
@@ -562,11 +562,11 @@ fn aborted_step_leaves_a_partial_record_with_its_slurm_facts(mpi) {
 /// An MPMD job through `srun --mpi=pmi2 --multi-prog` where one rank runs through `env -u
 /// LD_PRELOAD` (rank 1, then rank 0), after the same job with neither rank preloaded: both end
 /// and print what the bare one prints. Under Slurm's pmi2 plugin the profiler cannot learn which
-/// ranks have the library (README, MPICH jobs; `peers.rs`), so it runs no collective of its own:
-/// with the library on rank 0, rank 0 sends a partial record of its own numbers; with the library
-/// on rank 1 only, nobody does (rank 1 does not know that it leads). A profiler that talked
-/// to slurmstepd here (which answers only the first PMI `init` of a task) or ran a collective
-/// would hang these steps until `JOB_END`.
+/// ranks have the library (docs/admin-guide.md, "MPICH jobs"; `peers.rs`), so it runs no collective
+/// of its own: with the library on rank 0, rank 0 sends a partial record of its own numbers; with
+/// the library on rank 1 only, nobody does (rank 1 does not know that it leads). A profiler that
+/// talked to slurmstepd here (which answers only the first PMI `init` of a task) or ran a
+/// collective would hang these steps until `JOB_END`.
 #[test]
 fn mixed_srun_pmi2_job_ends_as_bare_and_rank_0_reports_alone() {
     let _serial = serial();

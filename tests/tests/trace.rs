@@ -1,6 +1,8 @@
-//! Trace-capture mode end to end: `delays.c` on 4 ranks (seed 000 Fig. 2: rank 0 computes 400 ms (the test: 200 ms in delays.c's defaults)
-//! before a point-to-point chain; then 10 iterations in which rank 2 works 10 ms longer before a
-//! barrier; the test runs it with 30 ms), traced with `MPISTAT_TRACE=1`, the trace read and analysed with `mpistat-analysis`.
+//! Trace-capture mode end to end: `delays.c` on 4 ranks (Böhme et al., "Identifying the root causes
+//! of wait states", Fig. 2: rank 0 computes 400 ms (the test: 200 ms in delays.c's defaults) before
+//! a point-to-point chain; then 10 iterations in which rank 2 works 10 ms longer before a barrier;
+//! the test runs it with 30 ms), traced with `MPISTAT_TRACE=1`, the trace read and analysed with
+//! `mpistat-analysis`.
 //!
 //! Expected from the pattern: the root cause is the computation on rank 0 before its `MPI_Send`
 //! (the line marked `DELAYED SEND` in delays.c), with a short-term cost of 400 ms (rank 1 waits

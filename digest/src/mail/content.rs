@@ -1,8 +1,8 @@
 //! What one user's weekly mail says, computed from the week's job records: the level-1 lines with
 //! the site's reference values (including the counter rates and the imbalance figures),
-//! recommendations, the level-2 routine table (seed 003 Fig. 4) with latency/transfer/
-//! synchronisation estimates, the counters of the application vs MPI, and the top jobs. The text
-//! and HTML renderers only lay this out.
+//! recommendations, the level-2 routine table (Rabenseifner, "Automatic MPI Counter Profiling",
+//! Fig. 4) with latency/transfer/synchronisation estimates, the counters of the application vs
+//! MPI, and the top jobs. The text and HTML renderers only lay this out.
 
 use mpistat_record::units::rate;
 use mpistat_record::JobRecord;
@@ -656,7 +656,7 @@ fn figure(name: &'static str, value: String, reference: &str, critical: bool) ->
     }
 }
 
-/// The per-routine table over `jobs`, by time, with the estimates of seed 003 Fig. 4 (see
+/// The per-routine table over `jobs`, by time, with the estimates of Rabenseifner's Fig. 4 (see
 /// [`RoutineSums::rows`]).
 pub fn routine_rows(jobs: &[&JobRecord], config: &DigestConfig) -> Vec<RoutineRow> {
     let mut sums = RoutineSums::default();
@@ -704,7 +704,7 @@ impl RoutineSums {
         }
     }
 
-    /// The table, by time, with the estimates of seed 003 Fig. 4: latency = calls × latency,
+    /// The table, by time, with the estimates of Rabenseifner's Fig. 4: latency = calls × latency,
     /// transfer = bytes / bandwidth, synchronisation = time − both. When the first two exceed
     /// the time measured the model does not fit ([`RoutineRow::fits`]): they are capped at it
     /// (latency first) and sync is zero, so no estimate is negative.

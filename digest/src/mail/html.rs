@@ -225,9 +225,9 @@ pub fn traced_job(out: &mut String, t: &TracedJob) {
     );
 }
 
-/// The per-routine table (seed 003 Fig. 4 and 12-13), then the latency, transfer and
-/// synchronisation estimates in a table of their own (of the routines that have them), so that
-/// each fits 600 px.
+/// The per-routine table (Rabenseifner, "Automatic MPI Counter Profiling", Fig. 4 and 12-13), then
+/// the latency, transfer and synchronisation estimates in a table of their own (of the routines
+/// that have them), so that each fits 600 px.
 pub fn routine_table(out: &mut String, routines: &[RoutineRow]) {
     let _ = writeln!(out, "{TABLE_BOX}{TABLE}");
     out.push_str("<tr><th>routine</th><th>calls</th><th>/rank</th><th>time</th><th>/call</th><th>count</th><th>bytes</th><th>/call</th><th>% MPI</th></tr>\n");

@@ -138,7 +138,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
     };
     let user = args.user.as_deref();
     if !args.send {
-        let (config, db) = crate::site::load(&args.db)?;
+        let (config, db) = crate::site::load(&args.db.options())?;
         let out = &mut std::io::stdout().lock();
         for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
             if n > 0 {
@@ -150,7 +150,7 @@ pub fn command(args: &DigestArgs) -> anyhow::Result<ExitCode> {
         db.report_quarantined(&mut std::io::stderr())?;
         return Ok(ExitCode::SUCCESS);
     }
-    let (config, db) = crate::site::load_writer(&args.db)?;
+    let (config, db) = crate::site::load_writer(&args.db.options())?;
     crate::site::say_if_rollups_out_of_date(&db, &config)?;
     let mailer = Mailer::from_site(&config.mail)?;
     let err = &mut std::io::stderr().lock();

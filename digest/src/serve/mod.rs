@@ -32,7 +32,7 @@ use crate::site_report::period::Period;
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
 use anyhow::Context;
-use mpistat_site::SiteConfig;
+use mpistat_site::{Listen, ServeAuth, SiteConfig};
 use mpistat_store::ReadStore;
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -126,7 +126,7 @@ pub fn load_proxy_secret(path: &Path) -> anyhow::Result<String> {
 
 /// The auth settings of `config` (reading the tokens file for `token`).
 pub fn auth_from_site(config: &SiteConfig) -> anyhow::Result<Auth> {
-    if config.serve.auth == "token" {
+    if config.serve.auth == ServeAuth::Token {
         let (tokens, problems) = load_tokens(&config.serve.tokens_file)?;
         for problem in problems {
             eprintln!(
@@ -140,29 +140,11 @@ pub fn auth_from_site(config: &SiteConfig) -> anyhow::Result<Auth> {
     }
 }
 
-/// Where the server listens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listen {
-    /// A Unix socket at this path (`unix:PATH`).
-    Unix(PathBuf),
-    /// A TCP address (`HOST:PORT`).
-    Tcp(String),
-}
-
-impl Listen {
-    pub fn parse(text: &str) -> Listen {
-        match text.strip_prefix("unix:") {
-            Some(path) => Listen::Unix(PathBuf::from(path)),
-            None => Listen::Tcp(text.to_string()),
-        }
-    }
-}
-
 /// Refuse header mode on TCP without a proxy secret unless the site explicitly allows it:
 /// anyone who can reach the port could claim to be anyone.
 pub fn check_guard(config: &SiteConfig, listen: &Listen) -> anyhow::Result<()> {
     let serve = &config.serve;
-    let unguarded = serve.auth == "header"
+    let unguarded = serve.auth == ServeAuth::Header
         && matches!(listen, Listen::Tcp(_))
         && serve.proxy_secret_file.is_none();
     anyhow::ensure!(
@@ -608,14 +590,17 @@ pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result
 
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
 pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+    let (config, db) = crate::site::load(&args.db.options())?;
     let database = args
         .db
         .database
         .clone()
         .unwrap_or_else(|| config.database.path.clone());
     drop(db);
-    let listen = Listen::parse(args.listen.as_deref().unwrap_or(&config.serve.listen));
+    let listen = args
+        .listen
+        .as_deref()
+        .map_or_else(|| config.serve.listen.clone(), Listen::parse);
     check_guard(&config, &listen)?;
     let auth = auth_from_site(&config)?;
     let proxy_secret = match &config.serve.proxy_secret_file {
@@ -705,7 +690,7 @@ mod tests {
         let unix = Listen::parse("unix:/run/mpistat/serve.sock");
         assert_eq!(unix, Listen::Unix("/run/mpistat/serve.sock".into()));
         let mut config = SiteConfig::default();
-        assert_eq!(Listen::parse(&config.serve.listen), unix, "safe default");
+        assert_eq!(config.serve.listen, unix, "safe default");
         assert!(check_guard(&config, &unix).is_ok());
         let err = check_guard(&config, &tcp).unwrap_err().to_string();
         assert!(err.contains("allow_unguarded_header"), "{err}");
@@ -715,7 +700,7 @@ mod tests {
         config.serve.allow_unguarded_header = true;
         assert!(check_guard(&config, &tcp).is_ok());
         config.serve.allow_unguarded_header = false;
-        config.serve.auth = "token".into();
+        config.serve.auth = ServeAuth::Token;
         assert!(check_guard(&config, &tcp).is_ok());
     }
 

@@ -1,5 +1,6 @@
-//! `mpistat site-report`: the admin web pages of a week or a month (seed 003 Sec. VI-VII) as a
-//! static site, and the pages `mpistat serve` ([`crate::serve`]) renders live.
+//! `mpistat site-report`: the admin web pages of a week or a month (Rabenseifner, "Automatic MPI
+//! Counter Profiling", Sec. VI-VII) as a static site, and the pages `mpistat serve`
+//! ([`crate::serve`]) renders live.
 //!
 //! `period` is the interval, `summary` computes what the pages say (reusing the weekly mail's
 //! [`crate::mail::content`]), `pages` lays out each page as HTML, `svg` draws the charts.
@@ -168,7 +169,7 @@ pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow
 
 /// `mpistat site-report --week W | --month M --out DIR`.
 pub fn command(args: &SiteReportArgs) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+    let (config, db) = crate::site::load(&args.db.options())?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;

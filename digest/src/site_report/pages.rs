@@ -254,7 +254,8 @@ fn row(out: &mut String, name: &str, value: &str, note: &str) {
     );
 }
 
-/// Seed 003 Fig. 5: the interval's figures, and the trend over the intervals before it.
+/// Rabenseifner, "Automatic MPI Counter Profiling", Fig. 5: the interval's figures, and the trend
+/// over the intervals before it.
 pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
     let mut b = String::new();
     let p = &s.period;
@@ -408,7 +409,7 @@ pub fn overview(s: &Summary, config: &SiteConfig, place: Place) -> String {
     page(place, &format!("MPI jobs in {}", p.label), &b)
 }
 
-/// Seed 003 Fig. 6-11 and 14, message sizes and imbalance.
+/// Rabenseifner, Fig. 6-11 and 14, message sizes and imbalance.
 pub fn charts(s: &Summary, place: Place) -> String {
     let mut b = String::new();
     let analysed = s.total.wall_ns as f64;
@@ -560,7 +561,8 @@ pub fn charts(s: &Summary, place: Place) -> String {
     page(place, &format!("Charts of {}", s.period.label), &b)
 }
 
-/// Seed 003 Fig. 12-13: the routine table of all jobs, Fortran jobs, C jobs and each size class.
+/// Rabenseifner, Fig. 12-13: the routine table of all jobs, Fortran jobs, C jobs and each size
+/// class.
 pub fn tables(s: &Summary, place: Place) -> String {
     let mut b = String::from("<p>Sections: <a href=\"#all\">all jobs</a>, <a href=\"#fortran\">Fortran</a>, <a href=\"#c\">C</a>");
     for (label, _) in &s.by_size {
@@ -581,7 +583,7 @@ pub fn tables(s: &Summary, place: Place) -> String {
 }
 
 /// The routines by total time (hours) with their latency, transfer and synchronisation
-/// estimates (seed 003 Fig. 10): the first [`CHART_ROUTINES`], then the rest as one bar.
+/// estimates (Rabenseifner, Fig. 10): the first [`CHART_ROUTINES`], then the rest as one bar.
 fn routine_chart(routines: &[RoutineRow], mpi_ns: u64) -> String {
     let mut bars: Vec<Bar> = routines
         .iter()

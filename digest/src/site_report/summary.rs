@@ -1,9 +1,9 @@
-//! What the admin pages say about an interval (seed 003 Sec. VI-VII, Fig. 5-14), added up from
-//! the rollups of its days ([`crate::rollup`]): the overview figures, CPU time by job size class
-//! and language, users, routines (with the latency/transfer/sync estimates of the weekly mail,
-//! [`RoutineSums::rows`]), routine groups, message sizes, imbalance, critical jobs and the trend;
-//! and the per-job rules the rollups apply (size class, CPU class, routine group, imbalance).
-//! The page renderers only lay it out.
+//! What the admin pages say about an interval (Rabenseifner, "Automatic MPI Counter Profiling",
+//! Sec. VI-VII, Fig. 5-14), added up from the rollups of its days ([`crate::rollup`]): the overview
+//! figures, CPU time by job size class and language, users, routines (with the
+//! latency/transfer/sync estimates of the weekly mail, [`RoutineSums::rows`]), routine groups,
+//! message sizes, imbalance, critical jobs and the trend; and the per-job rules the rollups apply
+//! (size class, CPU class, routine group, imbalance). The page renderers only lay it out.
 
 use super::pages::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use super::period::Period;
@@ -35,7 +35,7 @@ pub struct CriticalJob {
     pub reasons: Vec<String>,
 }
 
-/// One routine group (seed 003 Fig. 11): in how many jobs, and in how much CPU time.
+/// One routine group (Rabenseifner, Fig. 11): in how many jobs, and in how much CPU time.
 #[derive(Debug, Clone)]
 pub struct GroupRow {
     pub name: String,
@@ -56,7 +56,7 @@ pub struct SlurmGroup {
     pub critical: usize,
 }
 
-/// One routine table of the tables page (seed 003 Fig. 12-13).
+/// One routine table of the tables page (Rabenseifner, Fig. 12-13).
 #[derive(Debug, Clone)]
 pub struct RoutineTable {
     pub id: String,
@@ -90,7 +90,7 @@ pub struct Summary {
     /// Distinct routines called in all jobs, Fortran jobs, C jobs.
     pub routines_used: [usize; 3],
     pub by_size: Vec<(String, Totals)>,
-    /// Jobs by their CPU time (seed 003 Fig. 6-7): the class, and Fortran and C totals in it.
+    /// Jobs by their CPU time (Rabenseifner, Fig. 6-7): the class, and Fortran and C totals in it.
     pub by_job_cpu: Vec<(&'static str, [Totals; 2])>,
     pub groups: Vec<GroupRow>,
     /// Message-size histogram over every routine of every job (entry b: 2^(b-1)..2^b-1 bytes).
@@ -180,7 +180,7 @@ pub fn imbalance_percent(job: &JobRecord) -> Option<f64> {
     ))
 }
 
-/// The routine group of seed 003 Fig. 11 a routine belongs to (`None`: Init, Finalize,
+/// The routine group of Rabenseifner's Fig. 11 a routine belongs to (`None`: Init, Finalize,
 /// Comm_size and Comm_rank, which every job calls).
 pub fn routine_group(name: &str, class: &str) -> Option<&'static str> {
     if matches!(
