@@ -8,12 +8,11 @@ use crate::forward::{self, Forward, WaitState};
 use crate::matching::{self, Matching};
 use crate::patterns::Pattern;
 use crate::replay::parallel_for_each_mut;
-use crate::source::{TraceDir, TraceSource};
+use crate::source::{Built, TraceDir, TraceSource};
 use crate::timeline::{self, RankTimeline};
 use mpistat_trace::hash::FastMap;
 use mpistat_trace::model::{Definitions, Rank, Ticks, Trace};
 use mpistat_trace::parallel::parallel_map;
-use mpistat_trace::tracefile::{read_dir_ranks_with, DirContents};
 use serde::Serialize;
 use std::path::Path;
 
@@ -187,33 +186,6 @@ pub fn run_passes_on(
     finished("read + timeline");
     let passes = finish_passes(defs, built, finished)?;
     Ok((passes, problems))
-}
-
-/// A rank's timeline and its call tree (ids local to the rank), or why it could not be built.
-pub type Built = Result<(RankTimeline, CallTree), AnalysisError>;
-
-/// Reads the `wanted` ranks of a trace directory into timelines (see [`read_dir_ranks_with`]):
-/// the definitions, per world rank its timeline (`None` for ranks not wanted; an empty one for
-/// a wanted rank without a file), and the problems of the reading.
-pub fn read_timelines(
-    dir: &Path,
-    wanted: impl Fn(Rank) -> bool + Sync,
-) -> Result<DirContents<Built>, AnalyzeDirError> {
-    let (defs, ranks, problems) = read_dir_ranks_with(dir, &wanted, |rank, events, defs| {
-        // Events take four bytes or so, never less than two.
-        let expected = events.remaining_bytes() / 3;
-        timeline::build(rank, events, expected, defs).map_err(AnalyzeDirError::from)
-    })?;
-    let built = ranks
-        .into_iter()
-        .enumerate()
-        .map(|(rank, built)| match built {
-            Some(built) => Some(Ok(built)),
-            None if wanted(rank as Rank) => Some(timeline::build(rank as Rank, [], 0, &defs)),
-            None => None,
-        })
-        .collect();
-    Ok((defs, built, problems))
 }
 
 /// Renumbers a rank's call paths from its own tree's ids to the merged tree's (`remap`).

@@ -23,6 +23,7 @@
 //!   communicator and sequence number), which finds the late arrival and tells the members.
 
 use crate::analysis::remap_callpaths;
+use crate::blocks::Blocks;
 use crate::callpath::{CallNode, CallTree, CallpathId, Frame};
 use crate::error::{AnalysisError, AnalyzeDirError};
 use crate::forward::{latest_arrivals, local_window_starts, sorted_members, waits_of_rank};
@@ -34,7 +35,6 @@ use crate::timeline::{RankTimeline, SyncKind};
 use mpistat_trace::hash::FastMap;
 use mpistat_trace::model::{CommId, Definitions, MpiClass, Rank, Ticks};
 use serde::Serialize;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::{Barrier, Mutex};
 
@@ -118,37 +118,6 @@ impl Exchange for ThreadEnd<'_> {
         );
         self.shared.barrier.wait();
         incoming
-    }
-}
-
-/// The block distribution of `ranks` ranks over `processes` processes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Blocks {
-    pub ranks: u32,
-    pub processes: usize,
-}
-
-impl Blocks {
-    /// The first rank of process `process`'s block.
-    pub fn first(&self, process: usize) -> Rank {
-        (process as u64 * u64::from(self.ranks) / self.processes as u64) as Rank
-    }
-
-    pub fn range(&self, process: usize) -> Range<Rank> {
-        self.first(process)..self.first(process + 1)
-    }
-
-    /// The process whose block holds `rank`.
-    pub fn owner(&self, rank: Rank) -> usize {
-        let mut process =
-            (u64::from(rank) * self.processes as u64 / u64::from(self.ranks.max(1))) as usize;
-        while process + 1 < self.processes && self.first(process + 1) <= rank {
-            process += 1;
-        }
-        while process > 0 && self.first(process) > rank {
-            process -= 1;
-        }
-        process
     }
 }
 

@@ -45,20 +45,7 @@ pub enum AnalyzeDirError {
     File(#[from] TraceFileError),
     #[error(transparent)]
     Analysis(#[from] AnalysisError),
-    /// A trace of another format (see [`crate::source`]) that cannot be read.
+    /// A trace of another format (see the analysis's `source`) that cannot be read.
     #[error(transparent)]
     Source(Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// Why an analysis does not start: its trace is too big for the memory of its processes (see
-/// [`crate::memory`]), or the directory cannot be listed.
-#[derive(Debug, Error)]
-pub enum MemoryError {
-    #[error(transparent)]
-    File(#[from] TraceFileError),
-    #[error("{0}")]
-    TooBig(crate::memory::TooBig),
-    /// A trace of another format whose sizes cannot be read.
-    #[error(transparent)]
-    Source(AnalyzeDirError),
 }

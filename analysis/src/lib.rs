@@ -27,6 +27,7 @@
 
 pub mod analysis;
 pub mod backward;
+pub mod blocks;
 pub mod builder;
 pub mod callpath;
 pub mod critical;

@@ -8,12 +8,14 @@
 //! The figures are measured by `bench/parallel_analysis.sh` (resident bytes per event, one
 //! process and per process of `mpistat-analyze`), and rounded up.
 
-use crate::distributed::Blocks;
-use crate::error::MemoryError;
+use crate::blocks::Blocks;
+use crate::error::AnalyzeDirError;
 use crate::source::TraceSource;
+use mpistat_trace::error::TraceFileError;
 use mpistat_trace::tracefile::{survey, Survey};
 use std::fmt;
 use std::path::Path;
+use thiserror::Error;
 
 /// Resident bytes an analysis process holds per trace event of its ranks (timelines, call paths,
 /// matching, wait states, replay state). Measured on the halo traces of
@@ -124,6 +126,19 @@ pub fn processes_needed(survey: &Survey, from: usize, limit: u64) -> Option<usiz
         }
     }
     (low..=most).take(1024).find(|&n| fits(n)).or(Some(most))
+}
+
+/// Why an analysis does not start: its trace is too big for the memory of its processes, or
+/// the directory cannot be listed.
+#[derive(Debug, Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    File(#[from] TraceFileError),
+    #[error("{0}")]
+    TooBig(TooBig),
+    /// A trace of another format whose sizes cannot be read.
+    #[error(transparent)]
+    Source(AnalyzeDirError),
 }
 
 /// A trace too big for the memory its analysis processes have.

@@ -7,10 +7,11 @@
 //! ([`crate::analysis::run_passes_on`]) and the distributed one
 //! ([`crate::distributed::forward_on`]) take any source.
 
-use crate::analysis::{read_timelines, Built};
-use crate::error::AnalyzeDirError;
+use crate::callpath::CallTree;
+use crate::error::{AnalysisError, AnalyzeDirError};
+use crate::timeline::{self, RankTimeline};
 use mpistat_trace::model::{Definitions, Rank};
-use mpistat_trace::tracefile::{survey, DirContents, Survey};
+use mpistat_trace::tracefile::{read_dir_ranks_with, survey, DirContents, Survey};
 use std::path::{Path, PathBuf};
 
 /// A trace the analysis can read: its definitions and, rank by rank, its events.
@@ -59,4 +60,31 @@ pub fn world_size(definitions: &Definitions) -> u32 {
         .communicators
         .first()
         .map_or(0, |c| c.members.len() as u32)
+}
+
+/// A rank's timeline and its call tree (ids local to the rank), or why it could not be built.
+pub type Built = Result<(RankTimeline, CallTree), AnalysisError>;
+
+/// Reads the `wanted` ranks of a trace directory into timelines (see [`read_dir_ranks_with`]):
+/// the definitions, per world rank its timeline (`None` for ranks not wanted; an empty one for
+/// a wanted rank without a file), and the problems of the reading.
+pub fn read_timelines(
+    dir: &Path,
+    wanted: impl Fn(Rank) -> bool + Sync,
+) -> Result<DirContents<Built>, AnalyzeDirError> {
+    let (defs, ranks, problems) = read_dir_ranks_with(dir, &wanted, |rank, events, defs| {
+        // Events take four bytes or so, never less than two.
+        let expected = events.remaining_bytes() / 3;
+        timeline::build(rank, events, expected, defs).map_err(AnalyzeDirError::from)
+    })?;
+    let built = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(rank, built)| match built {
+            Some(built) => Some(Ok(built)),
+            None if wanted(rank as Rank) => Some(timeline::build(rank as Rank, [], 0, &defs)),
+            None => None,
+        })
+        .collect();
+    Ok((defs, built, problems))
 }

@@ -13,8 +13,8 @@
 
 use mpistat_analysis::analysis::{run_passes_on_dir, summarise};
 use mpistat_analysis::builder::{ExecutionBuilder, WORLD};
-use mpistat_analysis::error::MemoryError;
 use mpistat_analysis::memory;
+use mpistat_analysis::memory::MemoryError;
 use mpistat_trace::model::{ClockSample, LocalDefinitions, Trace};
 use mpistat_trace::tracefile::{
     encode_local, encode_rank, local_file_name, rank_file_name, write_dir,

@@ -9,75 +9,31 @@
 //! (`mpistat_analysis::memory`; all come to the same verdict from the same directory) and, if
 //! over, process 0 says so with the numbers and how many processes would do. `--send` (in the
 //! job's allocation, as the job's user: the batch script's last step or a Slurm TaskEpilog)
-//! sends the summary to syslog as the user's record of the traced job, with digest's
-//! `send::send_outcome`, exactly as `mpistat analyze --send` does.
+//! sends the summary to syslog as the user's record of the traced job, with
+//! `send::send_outcome` of crate `mpistat-analysis-report`, exactly as `mpistat analyze --send`
+//! does. The reports, the timeline and the trace input are that crate's too: this program links
+//! none of the site side (database, mail, pages, command line of `mpistat`).
 //!
 //! The trace may be an OTF2 archive too (Score-P's), which every process reads its block of
 //! ranks of; `--otf2 OUT` writes an mpistat trace as an OTF2 archive, each process its own
 //! ranks (crate `mpistat-otf2`, docs/otf2.md).
 
+mod args;
 mod mpi;
 
-use clap::{Parser, ValueEnum};
+use args::{Args, NotRun};
 use mpistat_analysis::distributed::{forward_on, gather_wait_states, Exchange};
 use mpistat_analysis::distributed_replay::analyze;
 use mpistat_analysis::error::{AnalysisError, AnalyzeDirError};
 use mpistat_analysis::memory;
-use mpistat_digest::analyze::{html, json, summary, symbolize, text};
-use mpistat_digest::perfetto::write_file_distributed;
-use mpistat_digest::send::{job_key_of, send_outcome};
-use mpistat_digest::trace_input;
-use mpistat_otf2::Otf2Error;
+use mpistat_analysis_report::perfetto::write_file_distributed;
+use mpistat_analysis_report::report::{html, json, summary, text};
+use mpistat_analysis_report::send::{job_key_of, send_outcome};
+use mpistat_analysis_report::symbolize::symbolize;
+use mpistat_analysis_report::{trace_input, Format, ReportError};
 use mpistat_site::SiteConfig;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-enum Format {
-    Text,
-    Json,
-    Html,
-    /// The summary `--send` sends (JSON), as `mpistat analyze --format summary`.
-    Summary,
-    /// The forward replay's wait states, one per row (JSON).
-    WaitStates,
-}
-
-/// The mpistat trace analysis as an MPI program: start it with `mpirun -n N` or `srun -n N`.
-#[derive(Parser, Debug)]
-#[command(name = "mpistat-analyze", version)]
-struct Args {
-    /// Report format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
-    /// Send the summary to syslog as your record of the traced job (for its weekly mail and job
-    /// page), as `mpistat analyze --send` does, instead of printing a report; the directory must
-    /// be yours, as the profiler wrote it. For the batch script's last step or a TaskEpilog.
-    #[arg(long, conflicts_with = "format")]
-    send: bool,
-    /// The site configuration for `--send` and the memory limit (default: $MPISTAT_CONFIG, else
-    /// /etc/mpistat/site.toml).
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Memory each process may use, in bytes (default: the site's `[escalation]
-    /// analysis_memory_bytes`; 0 there: 3/4 of the node's or the cgroup's memory, shared by the
-    /// processes on the node). A trace whose estimated need is more fails before it is read.
-    #[arg(long)]
-    memory_limit: Option<u64>,
-    /// Also write the timeline, critical path marked, as Chrome/Perfetto trace JSON here (each
-    /// process its ranks' tracks, the same file as `mpistat analyze --perfetto` writes).
-    #[arg(long, conflicts_with = "send")]
-    perfetto: Option<PathBuf>,
-    /// Also write the trace as an OTF2 archive into this new directory (OUT/traces.otf2), each
-    /// process its own ranks, as `mpistat analyze --otf2` writes it.
-    #[arg(long, value_name = "OUT", conflicts_with = "send")]
-    otf2: Option<PathBuf>,
-    /// Directory with `definitions.mpt` (or the profiler's `local-NNNNNN.mpt`) and one
-    /// `rank-NNNNNN.mpt` per rank; or an OTF2 archive (Score-P's): its `traces.otf2` or the
-    /// directory holding it.
-    trace_dir: PathBuf,
-}
 
 /// An error every process came to alike (from the same directory): process 0 says it, the
 /// others stay quiet.
@@ -110,8 +66,9 @@ fn gather_problems(problems: &[String], world: &mpi::World) -> Option<Vec<String
 }
 
 fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
-    let dir = &args.trace_dir;
-    let config_path = args
+    let options = &args.options;
+    let dir = &options.trace_dir;
+    let config_path = options
         .config
         .clone()
         .unwrap_or_else(SiteConfig::path_from_env);
@@ -123,17 +80,21 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
     // Sends the outcome as the user's record (process 0), when asked to.
     let send = |outcome: Result<String, String>| -> anyhow::Result<()> {
         match &job_key {
-            Some(key) if world.process() == 0 => {
-                send_outcome(&config, key.clone(), dir, outcome, &mut std::io::stderr())
-            }
+            Some(key) if world.process() == 0 => Ok(send_outcome(
+                &config,
+                key.clone(),
+                dir,
+                outcome,
+                &mut std::io::stderr(),
+            )?),
             _ => Ok(()),
         }
     };
-    let setting = args
+    let setting = options
         .memory_limit
         .unwrap_or(config.escalation.analysis_memory_bytes);
     let limit = memory::limit(setting, world.node_size());
-    if let Some(out) = &args.otf2 {
+    if let Some(out) = &options.otf2 {
         // Each process writes its own ranks, streamed: before the memory check, which is the
         // analysis's.
         trace_input::export(dir, out, Some(world))?;
@@ -162,14 +123,14 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
     let format = if args.send {
         Format::Summary
     } else {
-        args.format
+        options.format
     };
     let report = match format {
         Format::WaitStates => {
             let report = gather_wait_states(&local, world)
                 .map(|report| serde_json::to_string_pretty(&report).map(|json| json + "\n"))
                 .transpose()?;
-            if let Some(path) = &args.perfetto {
+            if let Some(path) = &options.perfetto {
                 let analysis = analyze(&local, world)?;
                 write_file_distributed(path, &local, analysis.as_ref(), world)?;
             }
@@ -184,7 +145,7 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
                     return Err(error.into());
                 }
             };
-            if let Some(path) = &args.perfetto {
+            if let Some(path) = &options.perfetto {
                 write_file_distributed(path, &local, analysis.as_ref(), world)?;
             }
             match (analysis, all_problems) {
@@ -209,7 +170,21 @@ fn run(args: &Args, world: &mpi::World) -> anyhow::Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match args::parse(std::env::args_os().skip(1)) {
+        Ok(args) => args,
+        Err(NotRun::Help) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Err(NotRun::Version) => {
+            println!("mpistat-analyze {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(NotRun::Wrong(what)) => {
+            eprintln!("mpistat-analyze: {what}\n\nUsage: mpistat-analyze [OPTIONS] <TRACE_DIR>\n\nFor more information, try '--help'.");
+            return ExitCode::from(2);
+        }
+    };
     let world = match mpi::World::init() {
         Ok(world) => world,
         Err(error) => {
@@ -226,10 +201,9 @@ fn main() -> ExitCode {
                 Some(AnalyzeDirError::Analysis(
                     AnalysisError::ElsewhereFailed { .. }
                 ))
-            ) || matches!(
-                error.downcast_ref::<Otf2Error>(),
-                Some(Otf2Error::ElsewhereFailed { .. })
-            );
+            ) || error
+                .downcast_ref::<ReportError>()
+                .is_some_and(ReportError::failed_elsewhere);
             if !elsewhere {
                 eprintln!("mpistat-analyze: {error:#}");
             }

@@ -312,3 +312,23 @@ impl ServeArgs {
         }
     }
 }
+
+impl From<&AnalyzeArgs> for mpistat_analysis_report::AnalyzeOptions {
+    fn from(args: &AnalyzeArgs) -> Self {
+        use mpistat_analysis_report::Format;
+        mpistat_analysis_report::AnalyzeOptions {
+            trace_dir: args.trace_dir.clone(),
+            format: match args.format {
+                AnalyzeFormat::Text => Format::Text,
+                AnalyzeFormat::Json => Format::Json,
+                AnalyzeFormat::Html => Format::Html,
+                AnalyzeFormat::Summary => Format::Summary,
+                AnalyzeFormat::WaitStates => Format::WaitStates,
+            },
+            perfetto: args.perfetto.clone(),
+            otf2: args.otf2.clone(),
+            memory_limit: args.memory_limit,
+            config: args.config.clone(),
+        }
+    }
+}

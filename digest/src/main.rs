@@ -76,12 +76,13 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             for p in problems.iter().filter(|_| path.exists()) {
                 eprintln!("mpistat: {p}");
             }
-            mpistat_digest::send::run(&args.trace_dir, &config, &mut err)?;
+            mpistat_analysis_report::send::run(&args.trace_dir, &config, &mut err)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Analyze(args) => {
             let mut err = std::io::stderr().lock();
-            mpistat_digest::analyze::run(&args, &mut std::io::stdout().lock(), &mut err)?;
+            let options = (&args).into();
+            mpistat_analysis_report::run(&options, &mut std::io::stdout().lock(), &mut err)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Escalate(args) => {

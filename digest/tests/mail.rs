@@ -98,7 +98,7 @@ fn level_6_section_of_traced_jobs() {
     let (from, to) = week().range_ms();
     let jobs = db.jobs_ended_between(from, to).unwrap();
     let mut traced = jobs.iter().filter(|j| j.user == "alice");
-    let summary = mpistat_digest::analyze::Summary {
+    let summary = mpistat_analysis_report::report::Summary {
         wall_s: 12.5,
         waiting_percent: 41.2,
         critical_imbalance_percent: 23.4,

@@ -1221,7 +1221,7 @@ fn a_traced_jobs_page_links_its_trace_analysis() {
     let dir = temp_dir("traced");
     let records = week_of_jobs(3);
     let db = database(&dir, &records);
-    let summary = mpistat_digest::analyze::Summary {
+    let summary = mpistat_analysis_report::report::Summary {
         wall_s: 2.5,
         waiting_percent: 31.0,
         critical_imbalance_percent: 18.0,

@@ -8,7 +8,8 @@
 
 use crate::error::Otf2Error;
 use crate::write::{ArchiveWriter, CommRanks, RankWritten};
-use mpistat_analysis::distributed::{Blocks, Exchange};
+use mpistat_analysis::blocks::Blocks;
+use mpistat_analysis::distributed::Exchange;
 use mpistat_analysis::source::world_size;
 use mpistat_trace::model::{Definitions, Rank};
 use mpistat_trace::tracefile::read_dir_ranks_with;

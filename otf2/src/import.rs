@@ -18,9 +18,9 @@ use crate::error::Otf2Error;
 use crate::ffi;
 use crate::names::{role_of, site_of, synchronous_send, UNDEFINED_U32};
 use crate::read::{read_global_definitions, LocationReader, RawDefinitions, Reader, Record};
-use mpistat_analysis::analysis::Built;
 use mpistat_analysis::error::AnalyzeDirError;
 use mpistat_analysis::memory;
+use mpistat_analysis::source::Built;
 use mpistat_analysis::source::TraceSource;
 use mpistat_analysis::timeline;
 use mpistat_trace::model::{

@@ -4,9 +4,11 @@
 //! malformed file must not break a job, so [`SiteConfig::parse`] always returns a usable
 //! configuration (the defaults for whatever could not be read) plus the list of problems.
 
+pub mod accounts;
 pub mod choices;
 pub mod escalation;
 pub mod files;
+pub mod html;
 
 pub use choices::{CountersFallback, Facility, Listen, ServeAuth};
 

@@ -7,7 +7,7 @@
 //! anchor's random trace identifier aside) and the same Perfetto timeline, and reads the
 //! archive back in parallel to the same report.
 
-use mpistat_digest::analyze::symbolize;
+use mpistat_analysis_report::symbolize::symbolize;
 use mpistat_e2e::*;
 use mpistat_otf2::anchor_file;
 use mpistat_otf2::reference::{otf2_print_events, python_check};

@@ -3,7 +3,8 @@
 //! exported), and the export of a trace directory as an OTF2 archive (`--otf2 OUT`), both
 //! through crate `mpistat-otf2` (docs/otf2.md).
 
-use crate::analyze::symbolize;
+use crate::error::ReportError;
+use crate::symbolize::symbolize;
 use mpistat_analysis::distributed::Exchange;
 use mpistat_analysis::source::{TraceDir, TraceSource};
 use mpistat_otf2::{export_dir, export_dir_distributed, find_anchor, Exported, Otf2Archive};
@@ -11,7 +12,7 @@ use std::path::Path;
 
 /// The trace at `path`: an OTF2 archive (its anchor file `*.otf2`, or a directory holding one,
 /// as Score-P's experiment directories do), else an mpistat trace directory.
-pub fn open(path: &Path) -> anyhow::Result<Box<dyn TraceSource>> {
+pub fn open(path: &Path) -> Result<Box<dyn TraceSource>, ReportError> {
     Ok(match find_anchor(path) {
         Some(_) => Box::new(Otf2Archive::open(path)?),
         None => Box::new(TraceDir(path.to_path_buf())),
@@ -21,12 +22,13 @@ pub fn open(path: &Path) -> anyhow::Result<Box<dyn TraceSource>> {
 /// Writes the mpistat trace in `dir` as an OTF2 archive in the new directory `out`, with call
 /// sites as source lines (as the reports show them); `exchange`: the processes of
 /// `mpistat-analyze`, which write it together.
-pub fn export(dir: &Path, out: &Path, exchange: Option<&dyn Exchange>) -> anyhow::Result<Exported> {
+pub fn export(
+    dir: &Path,
+    out: &Path,
+    exchange: Option<&dyn Exchange>,
+) -> Result<Exported, ReportError> {
     if find_anchor(dir).is_some() {
-        anyhow::bail!(
-            "{}: already an OTF2 archive; --otf2 exports mpistat's own trace directories",
-            dir.display()
-        );
+        return Err(ReportError::AlreadyOtf2(dir.to_path_buf()));
     }
     let mut prepare = |definitions: &mut _| symbolize(definitions, dir);
     Ok(match exchange {

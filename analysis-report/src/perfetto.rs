@@ -9,6 +9,7 @@
 //! the order serde_json writes an object's (sorted), so that it is what serializing the whole
 //! document at once would give.
 
+use crate::error::PerfettoError;
 use mpistat_analysis::critical::Segment;
 use mpistat_analysis::distributed::{Exchange, LocalForward};
 use mpistat_analysis::forward::WaitState;
@@ -98,8 +99,11 @@ fn labels(analysis: &Analysis) -> Vec<String> {
     analysis.callpaths.iter().map(|c| c.label.clone()).collect()
 }
 
-fn io_error(path: &Path) -> impl Fn(io::Error) -> anyhow::Error + '_ {
-    move |e| anyhow::anyhow!("{}: {e}", path.display())
+fn io_error(path: &Path) -> impl Fn(io::Error) -> PerfettoError + '_ {
+    move |error| PerfettoError::File {
+        path: path.to_path_buf(),
+        error,
+    }
 }
 
 /// Writes the timeline of a one-process analysis to `path`.
@@ -107,7 +111,7 @@ pub fn write_file(
     path: &Path,
     passes: &mpistat_analysis::analysis::Passes,
     analysis: &Analysis,
-) -> anyhow::Result<()> {
+) -> Result<(), PerfettoError> {
     let labels = labels(analysis);
     let timeline = Timeline {
         ticks_per_second: analysis.ticks_per_second,
@@ -193,7 +197,7 @@ pub fn write_file_distributed(
     local: &LocalForward,
     analysis: Option<&Analysis>,
     exchange: &dyn Exchange,
-) -> anyhow::Result<()> {
+) -> Result<(), PerfettoError> {
     let encoded = analysis.map_or_else(Vec::new, |a| {
         serde_json::to_vec(&labels(a)).expect("plain strings")
     });
@@ -226,10 +230,11 @@ pub fn write_file_distributed(
     let lengths = exchange.all_to_all(vec![length.0.to_le_bytes().to_vec(); exchange.processes()]);
     if let Some(process) = failed_somewhere(exchange, created.is_err()) {
         created?;
-        anyhow::bail!(
-            "{}: analysis process {process} could not create it",
-            path.display()
-        );
+        return Err(PerfettoError::Elsewhere {
+            path: path.to_path_buf(),
+            process,
+            what: "create it",
+        });
     }
     let length_of = |bytes: &Vec<u8>| u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
     let before: u64 = lengths[..local.process].iter().map(length_of).sum();
@@ -258,10 +263,11 @@ pub fn write_file_distributed(
     })();
     if let Some(process) = failed_somewhere(exchange, written.is_err()) {
         written.map_err(io_error(path))?;
-        anyhow::bail!(
-            "{}: analysis process {process} could not write its part",
-            path.display()
-        );
+        return Err(PerfettoError::Elsewhere {
+            path: path.to_path_buf(),
+            process,
+            what: "write its part",
+        });
     }
     Ok(())
 }

@@ -2,8 +2,7 @@
 //! states" (Fig. 3), written as a trace directory.
 
 use mpistat_analysis::builder::ExecutionBuilder;
-use mpistat_digest::analyze::run;
-use mpistat_digest::cli::{AnalyzeArgs, AnalyzeFormat};
+use mpistat_analysis_report::{run, AnalyzeOptions, Format};
 use mpistat_trace::model::Cartesian;
 use mpistat_trace::tracefile::write_dir;
 use std::path::PathBuf;
@@ -41,10 +40,9 @@ fn figure_3_dir(name: &str) -> PathBuf {
     dir
 }
 
-fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (String, String) {
+fn analyze(name: &str, format: Format, perfetto: Option<PathBuf>) -> (String, String) {
     let dir = figure_3_dir(name);
-    let args = AnalyzeArgs {
-        send: false,
+    let args = AnalyzeOptions {
         config: None,
         memory_limit: None,
         format,
@@ -63,17 +61,17 @@ fn analyze(name: &str, format: AnalyzeFormat, perfetto: Option<PathBuf>) -> (Str
 
 #[test]
 fn text_report_of_figure_3() {
-    let (out, err) = analyze("text", AnalyzeFormat::Text, None);
+    let (out, err) = analyze("text", Format::Text, None);
     assert_eq!(err, "");
     insta::assert_snapshot!(out);
 }
 
 #[test]
 fn json_and_html_reports() {
-    let (json, _) = analyze("json", AnalyzeFormat::Json, None);
+    let (json, _) = analyze("json", Format::Json, None);
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["total_waiting"], 5.0);
-    let (html, _) = analyze("html", AnalyzeFormat::Html, None);
+    let (html, _) = analyze("html", Format::Html, None);
     assert!(
         html.starts_with("<!DOCTYPE html>")
             && html.contains("<table>")
@@ -87,7 +85,7 @@ fn perfetto_export_marks_the_critical_path() {
         "mpistat-analyze-perfetto-{}.json",
         std::process::id()
     ));
-    analyze("perfetto", AnalyzeFormat::Text, Some(path.clone()));
+    analyze("perfetto", Format::Text, Some(path.clone()));
     let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     std::fs::remove_file(path).unwrap();
     let events = value["traceEvents"].as_array().unwrap();
@@ -110,8 +108,7 @@ fn an_exported_archive_analysed_again_gives_the_same_report() {
     let dir = figure_3_dir("otf2");
     let out = dir.with_extension("otf2");
     let run_on = |trace_dir: PathBuf, format, otf2: Option<PathBuf>| {
-        let args = AnalyzeArgs {
-            send: false,
+        let args = AnalyzeOptions {
             config: None,
             memory_limit: None,
             format,
@@ -124,14 +121,10 @@ fn an_exported_archive_analysed_again_gives_the_same_report() {
         assert_eq!(String::from_utf8(err).unwrap(), "");
         String::from_utf8(report).unwrap()
     };
-    let text = run_on(dir.clone(), AnalyzeFormat::Text, Some(out.clone()));
+    let text = run_on(dir.clone(), Format::Text, Some(out.clone()));
     assert!(out.join("traces.otf2").is_file());
-    assert_eq!(run_on(out.clone(), AnalyzeFormat::Text, None), text);
-    for format in [
-        AnalyzeFormat::Json,
-        AnalyzeFormat::WaitStates,
-        AnalyzeFormat::Summary,
-    ] {
+    assert_eq!(run_on(out.clone(), Format::Text, None), text);
+    for format in [Format::Json, Format::WaitStates, Format::Summary] {
         assert_eq!(
             run_on(out.clone(), format, None),
             run_on(dir.clone(), format, None),
@@ -145,11 +138,10 @@ fn an_exported_archive_analysed_again_gives_the_same_report() {
 #[test]
 fn a_missing_directory_is_a_clear_error() {
     let analyze = |dir: &std::path::Path| {
-        let args = AnalyzeArgs {
-            send: false,
+        let args = AnalyzeOptions {
             config: None,
             memory_limit: None,
-            format: AnalyzeFormat::Text,
+            format: Format::Text,
             perfetto: None,
             otf2: None,
             trace_dir: dir.to_path_buf(),
@@ -240,11 +232,10 @@ fn label_of_own_call_site(build_id: &str) -> String {
         encode_rank(0, &events).unwrap(),
     )
     .unwrap();
-    let args = AnalyzeArgs {
-        send: false,
+    let args = AnalyzeOptions {
         config: None,
         memory_limit: None,
-        format: AnalyzeFormat::Json,
+        format: Format::Json,
         perfetto: None,
         otf2: None,
         trace_dir: dir.clone(),

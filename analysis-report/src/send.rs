@@ -2,19 +2,19 @@
 //! trace is, sent to syslog as that user's record ([`AnalysisRecord`]).
 //!
 //! The digest never opens a path a record names: it only files the analysis records users send,
-//! and believes one only when the kernel-attested sender is the job's uid (see
-//! [`crate::escalate`]). Here: the directory must be the caller's own (not a symlink, owned by
-//! the real uid), the job is the one named by the key file the profiler wrote into it
-//! ([`JOB_KEY_FILE`], also the caller's own regular file), the analysis runs in a child process
-//! `mpistat analyze --format summary DIR` bounded by the site's `[escalation]
-//! analysis_timeout_seconds` and `analysis_memory_bytes` (see `mpistat_analysis::memory`), at
-//! the lowest priority, and its summary
-//! (or why it failed) goes to the site's syslog socket in lines made by
+//! and believes one only when the kernel-attested sender is the job's uid (the digest's
+//! `escalate`). Here: the directory must be the caller's own (not a symlink, owned by the real
+//! uid), the job is the one named by the key file the profiler wrote into it ([`JOB_KEY_FILE`],
+//! also the caller's own regular file), the analysis runs in a child process `mpistat analyze
+//! --format summary DIR` bounded by the site's `[escalation] analysis_timeout_seconds` and
+//! `analysis_memory_bytes` (see `mpistat_analysis::memory`), at the lowest priority, and its
+//! summary (or why it failed) goes to the site's syslog socket in lines made by
 //! [`mpistat_record::encode_analysis`], with a bounded wait for a syslog daemon that does not
 //! read.
 
-use anyhow::Context;
+use crate::error::SendError;
 use mpistat_record::analysis::{is_job_key, AnalysisRecord, ANALYSIS_MODEL_VERSION, JOB_KEY_FILE};
+use mpistat_site::accounts::System;
 use mpistat_site::{EscalationConfig, SiteConfig};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
@@ -27,7 +27,11 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Analyse `dir` and send the outcome to syslog as the caller's record. Fails (sending nothing)
 /// when the directory or its key file is not the caller's, or syslog cannot be reached.
-pub fn run(dir: &Path, config: &SiteConfig, err: &mut impl std::io::Write) -> anyhow::Result<()> {
+pub fn run(
+    dir: &Path,
+    config: &SiteConfig,
+    err: &mut impl std::io::Write,
+) -> Result<(), SendError> {
     lowest_priority();
     let job_key = job_key_of(dir)?;
     let outcome = analyse(&config.escalation, dir);
@@ -44,13 +48,12 @@ pub fn send_outcome(
     dir: &Path,
     outcome: Result<String, String>,
     err: &mut impl std::io::Write,
-) -> anyhow::Result<()> {
+) -> Result<(), SendError> {
     if let Err(e) = &outcome {
         writeln!(err, "mpistat: {}: {e}", dir.display())?;
     }
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    use crate::ingest::accounts::{Accounts, System};
     let (summary, error) = match outcome {
         Ok(summary) => (Some(summary), None),
         Err(error) => (None, Some(error)),
@@ -73,23 +76,26 @@ pub fn send_outcome(
 
 /// The key of the job whose trace `dir` is: the directory and its key file must be the
 /// caller's own (by real uid), neither a symlink.
-pub fn job_key_of(dir: &Path) -> anyhow::Result<String> {
+pub fn job_key_of(dir: &Path) -> Result<String, SendError> {
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let own = |path: &Path, want_dir: bool| -> anyhow::Result<()> {
-        let meta = std::fs::symlink_metadata(path)
-            .with_context(|| format!("cannot look at {}", path.display()))?;
+    let own = |path: &Path, want_dir: bool| -> Result<(), SendError> {
+        let meta = std::fs::symlink_metadata(path).map_err(|error| SendError::Look {
+            path: path.to_path_buf(),
+            error,
+        })?;
         let kind_ok = if want_dir {
             meta.is_dir()
         } else {
             meta.is_file()
         };
-        anyhow::ensure!(
-            kind_ok && meta.uid() == uid,
-            "{} is not a {} of yours (uid {uid}); a trace is analysed only by its owner",
-            path.display(),
-            if want_dir { "directory" } else { "file" },
-        );
+        if !kind_ok || meta.uid() != uid {
+            return Err(SendError::NotYours {
+                path: path.to_path_buf(),
+                kind: if want_dir { "directory" } else { "file" },
+                uid,
+            });
+        }
         Ok(())
     };
     own(dir, true)?;
@@ -98,13 +104,14 @@ pub fn job_key_of(dir: &Path) -> anyhow::Result<String> {
     let mut text = String::new();
     std::fs::File::open(&key_file)
         .and_then(|f| f.take(64).read_to_string(&mut text))
-        .with_context(|| format!("cannot read {}", key_file.display()))?;
+        .map_err(|error| SendError::Read {
+            path: key_file.clone(),
+            error,
+        })?;
     let key = text.trim();
-    anyhow::ensure!(
-        is_job_key(key),
-        "{} does not hold a job key",
-        key_file.display()
-    );
+    if !is_job_key(key) {
+        return Err(SendError::NoJobKey(key_file));
+    }
     Ok(key.to_string())
 }
 
@@ -192,13 +199,16 @@ fn analyse(rule: &EscalationConfig, dir: &Path) -> Result<String, String> {
 
 /// Send `messages` to the site's syslog socket (facility and tag as the profiler's records),
 /// waiting at most [`SEND_TIMEOUT`] per line for a daemon that does not read.
-fn send(config: &SiteConfig, messages: &[String]) -> anyhow::Result<()> {
+fn send(config: &SiteConfig, messages: &[String]) -> Result<(), SendError> {
     let syslog = &config.syslog;
     let socket = std::os::unix::net::UnixDatagram::unbound()?;
     socket.set_write_timeout(Some(SEND_TIMEOUT))?;
     socket
         .connect(&syslog.socket)
-        .with_context(|| format!("cannot reach syslog at {}", syslog.socket.display()))?;
+        .map_err(|error| SendError::Unreachable {
+            socket: syslog.socket.clone(),
+            error,
+        })?;
     let priority = syslog.facility.code() * 8 + 6;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -206,13 +216,14 @@ fn send(config: &SiteConfig, messages: &[String]) -> anyhow::Result<()> {
     for (i, message) in messages.iter().enumerate() {
         let datagram =
             mpistat_site::syslog_frame(priority, &syslog.tag, std::process::id(), message, now);
-        socket.send(datagram.as_bytes()).with_context(|| {
-            format!(
-                "syslog at {} took {i} of {} lines",
-                syslog.socket.display(),
-                messages.len()
-            )
-        })?;
+        socket
+            .send(datagram.as_bytes())
+            .map_err(|error| SendError::Refused {
+                socket: syslog.socket.clone(),
+                sent: i,
+                lines: messages.len(),
+                error,
+            })?;
     }
     Ok(())
 }
