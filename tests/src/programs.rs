@@ -1,5 +1,5 @@
 //! The test programs of `tests/programs/`, compiled with each MPI family's wrappers once per test
-//! binary, and [`for_each_mpi!`](crate::for_each_mpi) that runs a test under each family.
+//! binary, and `for_each_mpi!` that runs a test under each family.
 
 use crate::workspace::{library, target_dir, workspace_root};
 use std::collections::HashMap;
