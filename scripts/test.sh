@@ -24,18 +24,24 @@ esac
 section_start=$SECONDS
 section_name=""
 durations=()
-# Closes the previous section (noting its duration) and opens the next.
-section() {
+# Notes the open section's duration, if a section is open.
+close_section() {
     if [[ -n $section_name ]]; then
         durations+=("$(printf '  %-30s %5d s' "$section_name" $((SECONDS - section_start)))")
     fi
+    section_name=""
+}
+# Closes the previous section and opens the next.
+section() {
+    close_section
     section_name=$*
     section_start=$SECONDS
     printf '\n==== %s ====\n' "$*"
 }
 tier_start=$SECONDS
-# Notes the duration of the tier that ends here (since the previous one ended).
+# Closes the open section and notes the duration of the tier that ends here.
 end_tier() {
+    close_section
     durations+=("$(printf '%-32s %5d s' "tier $1" $((SECONDS - tier_start)))")
     tier_start=$SECONDS
 }
