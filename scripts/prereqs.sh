@@ -25,9 +25,9 @@
 # postfix (the mail tests deliver through the host's real Postfix by sendmail and SMTP; installed
 # "Local only", left stopped and disabled: the tests start it and stop it).
 # logrotate and environment-modules (what the packages of scripts/package.sh depend on and the
-# package test, tests/tests/package.rs, runs: `logrotate -f` with the installed rule, and
+# package test, tests/tests/deploy/package.rs, runs: `logrotate -f` with the installed rule, and
 # `module load mpistat` with the installed modulefile; adduser and dpkg are in every Debian).
-# prometheus (2.42: the metrics test, tests/tests/metrics.rs, starts a private Prometheus that
+# prometheus (2.42: the metrics test, tests/tests/site/metrics.rs, starts a private Prometheus that
 # scrapes `mpistat serve`'s /metrics and asks it PromQL; `promtool check metrics` validates the
 # exposition; its system service stays stopped and disabled).
 MPISTAT_APT_PACKAGES=(

@@ -2,11 +2,13 @@
 # Runs every check CI runs, in two tiers, and prints each tier's duration. Run from anywhere;
 # works in a fresh clone.
 #   scripts/test.sh          the full run (what CI runs): the fast tier, then every end-to-end
-#                            test (real MPI jobs, rsyslogd, Slurm, SMTP, packages...) and the
-#                            benchmarks in their small size (they print numbers and fail only if
-#                            they crash: speed is measured, not asserted)
+#                            test (real MPI jobs, rsyslogd, Slurm, SMTP, packages...), one test
+#                            binary per theme (tests/tests/<theme>/main.rs), and the benchmarks in their
+#                            small size (they print numbers and fail only if they crash: speed is
+#                            measured, not asserted)
 #   scripts/test.sh --fast   build, format, lints, every crate's unit and property tests, and one
 #                            smoke job per MPI family: minutes, for a change that needs no more
+# It prints each section's duration, each tier's, and each end-to-end theme's.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,14 +24,26 @@ esac
 section_start=$SECONDS
 section_name=""
 durations=()
-# Closes the previous section (noting its duration) and opens the next.
-section() {
+# Notes the open section's duration, if a section is open.
+close_section() {
     if [[ -n $section_name ]]; then
-        durations+=("$(printf '%-28s %5d s' "$section_name" $((SECONDS - section_start)))")
+        durations+=("$(printf '  %-30s %5d s' "$section_name" $((SECONDS - section_start)))")
     fi
+    section_name=""
+}
+# Closes the previous section and opens the next.
+section() {
+    close_section
     section_name=$*
     section_start=$SECONDS
     printf '\n==== %s ====\n' "$*"
+}
+tier_start=$SECONDS
+# Closes the open section and notes the duration of the tier that ends here.
+end_tier() {
+    close_section
+    durations+=("$(printf '%-32s %5d s' "tier $1" $((SECONDS - tier_start)))")
+    tier_start=$SECONDS
 }
 
 section "prerequisites"
@@ -44,7 +58,7 @@ if [[ $(id -u) -eq 0 ]]; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 
-# prereqs.sh installed Slurm and munge: the Slurm tests (tests/tests/slurm.rs) must run here, not
+# prereqs.sh installed Slurm and munge: the Slurm tests (tests/tests/deploy/slurm.rs) must run here, not
 # skip themselves as they do where Slurm is missing.
 export MPISTAT_REQUIRE_SLURM=1
 # Both MPI families are installed: the spec table must cover each one's mpi.h
@@ -81,24 +95,36 @@ failed=0
 cargo test --release --workspace --exclude mpistat-e2e --no-fail-fast 2>&1 | tee -a "$test_log" ||
     failed=1
 
-if [[ $tier == fast ]]; then
-    section "smoke job per MPI family"
-    # One exact record of a C program under each family: the whole in-job path (front,
-    # profiler, syslog) and the decoder.
-    cargo test --release -p mpistat-e2e --test basic -- \
-        c_program_record_has_exact_calls_and_bytes 2>&1 | tee -a "$test_log" || failed=1
-else
-    section "end-to-end tests"
-    cargo test --release -p mpistat-e2e --no-fail-fast 2>&1 | tee -a "$test_log" || failed=1
+section "smoke job per MPI family"
+# One exact record of a C program under each family: the whole in-job path (front, profiler,
+# syslog) and the decoder. (The full run repeats it in its theme: a few seconds.)
+cargo test --release -p mpistat-e2e --test job -- \
+    basic::c_program_record_has_exact_calls_and_bytes 2>&1 | tee -a "$test_log" || failed=1
+end_tier fast
+
+if [[ $tier == full ]]; then
+    section "end-to-end tests: build"
+    cargo test --release -p mpistat-e2e --no-run
+    # One binary per theme, in turn (each runs its MPI jobs one at a time: `serial()`).
+    # A theme is tests/tests/<theme>/main.rs; a file directly in tests/tests/ is a binary too.
+    for binary in tests/tests/*/main.rs tests/tests/*.rs; do
+        [[ -e $binary ]] || continue
+        theme=$(basename "${binary%/main.rs}" .rs)
+        section "end-to-end tests: $theme"
+        cargo test --release -p mpistat-e2e --test "$theme" --no-fail-fast 2>&1 |
+            tee -a "$test_log" || failed=1
+    done
+    end_tier end-to-end
 
     section "benchmark (small)"
     bash bench/run.sh --small
     bash bench/instructions.sh --small
     bash bench/nodes.sh --small
     bash bench/scale.sh --small
+    end_tier benchmarks
 fi
 
-section "done ($tier tier) in $((SECONDS - start)) s"
+section "done ($tier run) in $((SECONDS - start)) s"
 printf '%s\n' "${durations[@]}"
 awk '/^test result:/ { for (i = 2; i <= NF; i++) {
          if ($i ~ /^passed;?$/) p += $(i - 1)

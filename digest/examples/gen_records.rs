@@ -4,8 +4,7 @@
 //! varied jobs with imbalance, counters and histograms: bench/site_report.sh; jobs FIRST..END
 //! of the COUNT only, so that bench/scale.sh makes a big month in parts).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+use mpistat_testkit::synthetic as common;
 
 use std::io::{BufWriter, Write};
 

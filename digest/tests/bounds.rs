@@ -12,9 +12,8 @@
 //!   lies more than `REREAD_MAX` bytes back is given up whatever its grace, so a run rereads at
 //!   most that.
 
-mod common;
-#[path = "../../record/tests/common/mod.rs"]
-mod forge;
+use mpistat_testkit::forge;
+use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
 use mpistat_digest::ingest::{run_once, Options, RunStats};

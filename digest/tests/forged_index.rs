@@ -7,9 +7,8 @@
 //! it was stored is quarantined by its first reader, which says so (also inside `mpistat
 //! ingest`, which holds the stderr lock while it runs).
 
-mod common;
-#[path = "../../record/tests/common/mod.rs"]
-mod forge;
+use mpistat_testkit::forge;
+use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::ingest::accounts::Table;

@@ -2,7 +2,7 @@
 //! and unattested records, incomplete jobs after the grace period, `kill -9` at random points
 //! followed by a rerun giving the same database as one uninterrupted run, and `--follow`.
 
-mod common;
+use mpistat_testkit::synthetic as common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use mpistat_digest::ingest::{run_once, Options, RunStats};

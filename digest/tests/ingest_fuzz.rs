@@ -7,9 +7,8 @@
 //! (counted by this binary's global allocator; SQLite's own is not) stays bounded. One test
 //! only, so that nothing else allocates meanwhile. `MPISTAT_FUZZ_CASES` runs more cases.
 
-mod common;
-#[path = "../../record/tests/counting/mod.rs"]
-mod counting;
+use mpistat_testkit::counting;
+use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
 use mpistat_digest::ingest::{run_once, Options};

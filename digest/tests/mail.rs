@@ -2,7 +2,7 @@
 //! (user, week) with the directory transport, and a real SMTP server (Debian's aiosmtpd) that is
 //! down at first and up later: the failed mails are retried and arrive exactly once.
 
-mod common;
+use mpistat_testkit::synthetic as common;
 
 use common::week_47_database;
 use mpistat_digest::mail::{mails, send, SendStats};

@@ -5,14 +5,11 @@
 //! once withdrawn; and every query of the shipped Grafana dashboard names a series `/metrics`
 //! writes.
 
-mod common;
-#[path = "common/dashboard.rs"]
-mod dashboard;
-#[path = "common/known.rs"]
-mod known;
+use mpistat_testkit::synthetic as common;
+use mpistat_testkit::{dashboard, known};
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
-use known::{Known, Owner};
+use known::Known;
 use mpistat_digest::ingest::accounts::Table;
 use mpistat_digest::ingest::{run_once, Options};
 use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
@@ -35,25 +32,8 @@ fn temp_dir(label: &str) -> PathBuf {
     dir
 }
 
-/// The test's users: alice, bob and carol of `options`'s accounts, on node1.
-impl Owner for &str {
-    fn name(&self) -> String {
-        self.to_string()
-    }
-    fn uid(&self) -> u32 {
-        match *self {
-            "alice" => 1001,
-            "bob" => 1002,
-            _ => 1003,
-        }
-    }
-    fn home(&self) -> String {
-        format!("/home/{self}")
-    }
-    fn host(&self) -> String {
-        "node1".into()
-    }
-}
+// The test's users: alice, bob and carol of `options`'s accounts, on node1 (the kit's `Owner`
+// for `&str`).
 
 const HOUR_START_MS: u64 = NOW_MS / HOUR_MS * HOUR_MS;
 

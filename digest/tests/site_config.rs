@@ -3,7 +3,7 @@
 //! command exits with 78 (`EX_CONFIG`) and the problem, before it opens (or creates) a database,
 //! a page or a socket. `mpistat show` needs no site configuration and works whatever it is.
 
-mod common;
+use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 //! refuses to start there unguarded), the proxy's group can; with a proxy secret on TCP, a
 //! request without it gets 401.
 
-mod common;
+use mpistat_testkit::synthetic as common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
 use mpistat_digest::ingest::accounts::Table;

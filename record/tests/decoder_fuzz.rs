@@ -7,8 +7,8 @@
 //! takes must stay under [`PEAK_MAX`]. One test only, so that no other test allocates
 //! meanwhile. `MPISTAT_FUZZ_CASES` runs more cases (CI runs the default few hundred).
 
-mod common;
-mod counting;
+use mpistat_testkit::counting;
+use mpistat_testkit::forge as common;
 
 use mpistat_record::limits;
 use mpistat_record::model::{JobIndex, JobRecord, RoutineStats, Stat};

@@ -3,7 +3,7 @@
 //! decoders take it whole, and that records beyond them (the attacks of issue 34 §2, written
 //! as a forger writes them) are reported as oversized, never decoded.
 
-mod common;
+use mpistat_testkit::forge as common;
 
 use mpistat_record::limits::{self, Oversize};
 use mpistat_record::model::{

@@ -2,7 +2,7 @@
 //! and forged lines and indexes, unknown versions, version 1 lines of earlier profilers, and
 //! taking records while lines still arrive.
 
-mod common;
+use mpistat_testkit::forge as common;
 
 use mpistat_record::limits;
 use mpistat_record::wire::{Assembler, IndexedJob, LineRef, PartList, Problem, MAX_MESSAGE};

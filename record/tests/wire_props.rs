@@ -3,7 +3,7 @@
 //! never turns into a wrong record, that the index read without the record is the record's, and
 //! that every index that is not is reported.
 
-mod common;
+use mpistat_testkit::forge as common;
 
 use mpistat_record::model::{
     CounterEvent, CounterSet, Imbalance, PartitionImbalance, SlurmFacts, TraceInfo,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A local user attacking `mpistat serve` (tests/tests/serve.rs runs it as a user made with
+"""A local user attacking `mpistat serve` (tests/tests/site/serve.rs runs it as a user made with
 useradd). Bounded in bytes and time; ends by itself.
 
     serve-attacker.py TARGET flood MIB        one connection, MIB MiB without a newline

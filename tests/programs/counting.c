@@ -1,5 +1,5 @@
 /* The byte counts of docs/counting.md, one case per run (argument), each with figures computed
- * by hand in tests/tests/counting.rs. Every rank checks the data it received (and the statuses
+ * by hand in tests/tests/job/counting.rs. Every rank checks the data it received (and the statuses
  * it asked for) and prints "counting CASE rank R ok".
  *
  *   irecv                2 ranks: rank 1 posts MPI_Irecv for 1000 ints, rank 0 sends 10; the

@@ -1,5 +1,5 @@
 /* Traffic whose split between on-node and off-node bytes is known for any placement of ranks on
- * nodes (tests/tests/nodes.rs computes it from the layout):
+ * nodes (tests/tests/deploy/nodes.rs computes it from the layout):
  *   1. a ring on MPI_COMM_WORLD: MPI_Sendrecv of 1000 (r+1) bytes to the right, from the left;
  *   2. a ring on a communicator in reversed rank order (rank r is size-1-r there): MPI_Isend of
  *      100 bytes to its next rank (world left), MPI_Recv from MPI_ANY_SOURCE (world right, known

@@ -1,6 +1,6 @@
 /* A stub "MPI" library: a few MPI_ routines with handles, a status layout and a version of its
  * own, no PMPI_ names, and none of the symbols of a family libmpistat knows. A program using it
- * must run exactly as without libmpistat (tests/tests/foreign_mpi.rs): the handles are small
+ * must run exactly as without libmpistat (tests/tests/job/foreign_mpi.rs): the handles are small
  * integers, so a profiler that read them as Open MPI's pointers, or asked this library for a
  * datatype's size, would crash or abort. */
 #include <string.h>

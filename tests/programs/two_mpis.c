@@ -1,6 +1,6 @@
 /* An Open MPI program that also loads MPICH's library, as a plugin linked against another MPI
  * would: two MPI libraries in one process, which libmpistat must pass through untouched
- * (tests/tests/foreign_mpi.rs). Prints "two_mpis rank <r> of <n>, sum <s>" on every rank. */
+ * (tests/tests/job/foreign_mpi.rs). Prints "two_mpis rank <r> of <n>, sum <s>" on every rank. */
 #include <dlfcn.h>
 #include <mpi.h>
 #include <stdio.h>

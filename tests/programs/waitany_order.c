@@ -4,7 +4,7 @@
  * on 2 ranks. On each, rank 0 of the communicator posts MPI_Irecv(MPI_ANY_SOURCE), both ranks
  * synchronise on a duplicate (so that the ready send finds its receive posted), rank 0 starts
  * MPI_Irsend and completes both with MPI_Waitany; rank 1 waits for that message and sends it
- * back. Both orders are legal; tests/tests/waitany_order.rs compares the profiled program's
+ * back. Both orders are legal; tests/tests/job/waitany_order.rs compares the profiled program's
  * orders over several runs with the bare one's. Rank 0 of each communicator prints
  * "waitany_order comm K first irsend" (or "irecv"); every rank prints "waitany_order rank R ok"
  * when the data and statuses were right. */

@@ -17,7 +17,8 @@
 //! distribution's rsyslog.conf loads imklog, and reading the host kernel's log buffer would take
 //! its messages from the host (`/dev/null` would make imklog spin on end-of-file).
 
-use crate::{run_with_timeout, Outcome, TempDir};
+use crate::job::{run_with_timeout, Outcome};
+use crate::workspace::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! `initdb` and `pg_ctl` run as an unprivileged user in a temporary directory, listening on a
 //! Unix socket there and on no TCP port. Stopped (`pg_ctl stop -m fast`) when dropped.
 
-use crate::{TempDir, User};
+use crate::{users::User, workspace::TempDir};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

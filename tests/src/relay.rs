@@ -8,7 +8,8 @@
 
 use crate::certs::TestCa;
 use crate::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
-use crate::{free_port, workspace_root, write_site_config, TempDir, RECORD_WAIT};
+use crate::syslogd::{write_site_config, RECORD_WAIT};
+use crate::workspace::{free_port, read_lines, workspace_root, TempDir};
 use mpistat_record::JobRecord;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -186,7 +187,7 @@ impl Chain {
 
     /// The log host's file.
     pub fn lines(&self) -> Vec<String> {
-        crate::read_lines(&self.log())
+        read_lines(&self.log())
     }
 
     /// Wait until the log host's file holds a record satisfying `pred`; return it.

@@ -63,7 +63,7 @@ impl RsyslogDaemon {
             std::fs::create_dir(dir).unwrap();
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let snippet = crate::workspace_root().join("etc/rsyslog.d/mpistat.conf");
+        let snippet = crate::workspace::workspace_root().join("etc/rsyslog.d/mpistat.conf");
         let mut daemon = RsyslogDaemon::start_seeing(
             dir,
             "rsyslog",
@@ -151,7 +151,9 @@ impl Drop for RsyslogDaemon {
 
 /// The shipped configuration `name` with each `(from, to)` replaced; `from` must be in it.
 pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
-    let path = crate::workspace_root().join("etc/rsyslog.d").join(name);
+    let path = crate::workspace::workspace_root()
+        .join("etc/rsyslog.d")
+        .join(name);
     let mut text = std::fs::read_to_string(&path).unwrap();
     for (from, to) in changes {
         assert!(text.contains(from), "{from:?} not in {}", path.display());
@@ -164,14 +166,14 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
 /// path of its own socket and of the records file), as `mpistat ingest`
 /// reads it on a site without a log host: `<time> <host> uid=<n> pid=<n> <tag><msg>`.
 pub struct SingleHost {
-    pub dir: crate::TempDir,
+    pub dir: crate::workspace::TempDir,
     pub daemon: RsyslogDaemon,
 }
 
 impl SingleHost {
     /// Start one in a fresh temporary directory (`label`) whose socket every user may use.
     pub fn start(label: &str) -> SingleHost {
-        let dir = crate::TempDir::new(label);
+        let dir = crate::workspace::TempDir::new(label);
         let d = dir.path();
         let socket = d.join("log.sock");
         // The test's main configuration loads imuxsock without the system socket, as Debian's
@@ -204,14 +206,14 @@ impl SingleHost {
     }
 
     pub fn lines(&self) -> Vec<String> {
-        crate::read_lines(&self.log())
+        crate::workspace::read_lines(&self.log())
     }
 
     /// Wait until the file's lines satisfy `ready`.
     pub fn wait_for_lines(&mut self, what: &str, ready: impl Fn(&[String]) -> bool) {
         let log = self.log();
         self.daemon
-            .wait_until(what, || ready(&crate::read_lines(&log)));
+            .wait_until(what, || ready(&crate::workspace::read_lines(&log)));
     }
 }
 

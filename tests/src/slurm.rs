@@ -14,7 +14,8 @@
 //! unless `MPISTAT_REQUIRE_SLURM=1` (set by `scripts/test.sh`, which installs Slurm), which turns
 //! that into a failure.
 
-use crate::{free_port, library, run_with_timeout, workspace_root, Outcome, TempDir};
+use crate::job::{run_with_timeout, Outcome};
+use crate::workspace::{free_port, library, workspace_root, TempDir};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -16,7 +16,7 @@
 //! `/var/log/mpistat`, ...) inside the namespace only; a path missing on the host gets an empty
 //! mount point, removed again when the [`Service`] is dropped.
 
-use crate::User;
+use crate::users::User;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 

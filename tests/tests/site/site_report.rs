@@ -6,8 +6,7 @@
 //! navigation, draws every chart its HTML holds, and runs no script; the screenshots of the
 //! overview, a user page and a job page are far from blank.
 
-#[path = "../../digest/tests/common/mod.rs"]
-mod synthetic;
+use mpistat_testkit::synthetic;
 
 use mpistat_e2e::webdriver::Browser;
 use mpistat_e2e::*;

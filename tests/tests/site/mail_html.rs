@@ -7,8 +7,7 @@
 //! at 900 px every table fits the mail's 600 px without scrolling in its box. The screenshots
 //! are PNGs of the window's width (kept in `$MPISTAT_KEEP_SCREENSHOTS` when set).
 
-#[path = "../../digest/tests/common/mod.rs"]
-mod synthetic;
+use mpistat_testkit::synthetic;
 
 use base64::Engine;
 use mpistat_digest::mail::mails;

@@ -14,8 +14,7 @@
 //! * one incomplete record in a live log: given up once the log has gone on for the grace
 //!   period after its first line, and the next run reads only what is new.
 
-#[path = "../../record/tests/common/mod.rs"]
-mod forge;
+use mpistat_testkit::forge;
 
 use mpistat_e2e::rsyslog::SingleHost;
 use mpistat_e2e::*;

@@ -13,8 +13,7 @@
 //!   defaults; without the drop-in postdrop hangs and the digest stops it, failing the mails for
 //!   the next run. Postfix is started for each of these tests and stopped at its end.
 
-#[path = "../../digest/tests/common/mod.rs"]
-mod synthetic;
+use mpistat_testkit::synthetic;
 
 use mpistat_digest::ingest::{accounts::Table, run_once, Options};
 use mpistat_e2e::certs::{Issued, TestCa};

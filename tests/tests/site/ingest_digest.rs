@@ -8,8 +8,7 @@
 //! finds it is not the one its index says), the user gets exactly one multipart/alternative mail whose
 //! numbers are those of the records (routine calls, imbalance, load balance, counters).
 
-#[path = "../../record/tests/common/mod.rs"]
-mod forge;
+use mpistat_testkit::forge;
 
 use mpistat_e2e::*;
 use mpistat_record::model::CounterEvent;

@@ -7,8 +7,7 @@
 //! database again), and an upgrade is refused to a reader. And the PostgreSQL server of the
 //! tests' own (for the store's second backend) runs, with a role that may only read.
 
-#[path = "../../digest/tests/common/mod.rs"]
-mod synthetic;
+use mpistat_testkit::synthetic;
 
 use mpistat_e2e::*;
 use std::os::unix::fs::PermissionsExt;

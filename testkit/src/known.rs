@@ -1,7 +1,8 @@
 //! A job of known figures whose sums the metrics tests work out by hand, shared by
-//! digest/tests/metrics.rs (ingested from a log) and tests/tests/metrics.rs (sent by real users
+//! digest/tests/metrics.rs (ingested from a log) and tests/tests/site/metrics.rs (sent by real users
 //! through rsyslogd).
 
+use crate::synthetic;
 use mpistat_record::model::{Imbalance, SlurmFacts, TraceInfo};
 use mpistat_record::{JobRecord, Stat};
 
@@ -12,6 +13,24 @@ pub trait Owner {
     fn home(&self) -> String;
     /// The host its record names (the one its syslog lines come from).
     fn host(&self) -> String;
+}
+
+/// An invented user of [`synthetic::USERS`] (e.g. `"alice"`), on `node1` (the host of the
+/// synthetic records), whose home is `/home/<name>`.
+impl Owner for &str {
+    fn name(&self) -> String {
+        self.to_string()
+    }
+    fn uid(&self) -> u32 {
+        let user = synthetic::USERS.iter().find(|(name, _)| name == self);
+        user.expect("one of synthetic::USERS").1
+    }
+    fn home(&self) -> String {
+        format!("/home/{self}")
+    }
+    fn host(&self) -> String {
+        "node1".into()
+    }
 }
 
 /// `ranks` ranks for `wall_s` seconds each, `mpi_percent` of it in MPI, a critical path of

@@ -1,6 +1,6 @@
 //! A global allocator that counts the bytes allocated now and their peak, for the tests that
-//! bound the memory of the decoder and of ingest: a test binary includes this file and installs
-//! it (`#[global_allocator] static ALLOCATOR: counting::Counting = counting::Counting;`).
+//! bound the memory of the decoder and of ingest: a test binary installs it
+//! (`#[global_allocator] static ALLOCATOR: counting::Counting = counting::Counting;`).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};

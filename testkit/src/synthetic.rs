@@ -1,8 +1,6 @@
-//! Job records and syslog files for the digest's tests, the site-report end-to-end test (which
-//! includes this file) and the benchmarks (`examples/gen_records.rs`): deterministic, varied
-//! enough to exercise the mail and the admin pages (several users, routines of every class,
-//! imbalance, counters, Fortran and C).
-#![allow(dead_code)] // each test binary uses a part
+//! Job records and syslog files for the digest's tests, the end-to-end tests and the benchmarks
+//! (`digest/examples/gen_records.rs`): deterministic, varied enough to exercise the mail and the
+//! admin pages (several users, routines of every class, imbalance, counters, Fortran and C).
 
 use mpistat_record::model::{CounterEvent, CounterSet, Imbalance};
 use mpistat_record::{encode, JobRecord, RoutineStats, Stat};
@@ -190,6 +188,7 @@ pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
 
 /// What `mpistat ingest` of `log` does with the site's defaults, but with user names checked
 /// against the invented [`USERS`], not the machine's accounts.
+#[cfg(feature = "ingest")]
 pub fn ingest_options(log: &Path) -> mpistat_digest::ingest::Options {
     use mpistat_digest::ingest::{accounts::Table, Options};
     Options {
@@ -211,6 +210,7 @@ pub fn temp_dir(label: &str) -> std::path::PathBuf {
 
 /// A database in `dir` with [`week_of_jobs`]`(40)`: 40 jobs of five users in 2026-W47, filed by
 /// a real ingest (the mail tests' fixture).
+#[cfg(feature = "ingest")]
 pub fn week_47_database(dir: &Path) -> mpistat_store::WriteStore {
     let log = dir.join("records.log");
     append_log(&log, &week_of_jobs(40));

@@ -7,10 +7,7 @@
 //! such requests sent directly (401, 403). `promtool check metrics` (Prometheus's own parser and
 //! linter) accepts the exposition, and every query of the shipped Grafana dashboard gives data.
 
-#[path = "../../digest/tests/common/dashboard.rs"]
-mod dashboard;
-#[path = "../../digest/tests/common/known.rs"]
-mod known;
+use mpistat_testkit::{dashboard, known};
 
 use known::{Known, Owner};
 use mpistat_e2e::rsyslog::{host_rsyslog_globals, RsyslogDaemon};
@@ -35,16 +32,18 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// The test's users, as made with `useradd`, on this host.
-impl Owner for &User {
+/// A test user, as made with `useradd`, on this host.
+struct Local<'a>(&'a User);
+
+impl Owner for Local<'_> {
     fn name(&self) -> String {
-        self.name.clone()
+        self.0.name.clone()
     }
     fn uid(&self) -> u32 {
-        self.uid
+        self.0.uid
     }
     fn home(&self) -> String {
-        self.home.display().to_string()
+        self.0.home.display().to_string()
     }
     fn host(&self) -> String {
         host_name()
@@ -144,7 +143,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         // In all three windows; meets the escalation rule, traced by escalation.
         Known {
             n: 1,
-            user: &alice,
+            user: Local(&alice),
             exe: lammps,
             slurm: Some(("chem", "compute")),
             end_ms: hour_start - 30 * MINUTE_MS,
@@ -157,7 +156,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         // In all three.
         Known {
             n: 2,
-            user: &bob,
+            user: Local(&bob),
             exe: gromacs,
             slurm: Some(("bio", "gpu")),
             end_ms: hour_start - 10 * MINUTE_MS,
@@ -170,7 +169,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         // The day and the week.
         Known {
             n: 3,
-            user: &bob,
+            user: Local(&bob),
             exe: gromacs,
             slurm: Some(("bio", "gpu")),
             end_ms: hour_start - 22 * HOUR_MS,
@@ -183,7 +182,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         // The week only, no Slurm facts.
         Known {
             n: 4,
-            user: &alice,
+            user: Local(&alice),
             exe: &aout,
             slurm: None,
             end_ms: hour_start - 5 * 24 * HOUR_MS,
@@ -196,7 +195,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
         // The current hour: none (though it meets the rule).
         Known {
             n: 5,
-            user: &alice,
+            user: Local(&alice),
             exe: lammps,
             slurm: Some(("chem", "compute")),
             end_ms: hour_start + 1,
@@ -215,7 +214,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
     };
     let first_line_ms = now_ms();
     for job in &jobs {
-        send(job.user, wire::encode(&job.record()));
+        send(job.user.0, wire::encode(&job.record()));
     }
     // Job 1's analysis, sent by alice as `mpistat analyze --send` would.
     let analysis = AnalysisRecord {

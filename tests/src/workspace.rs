@@ -1,0 +1,127 @@
+//! Where things are and small shared means: the workspace and its built libraries and binaries,
+//! temporary directories, the lock that runs MPI jobs one at a time, free ports, file lines.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// This machine's host name, as its rsyslogd names it in the lines it writes (a record's host
+/// must be its line's).
+pub fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("host name");
+    name.trim().to_string()
+}
+
+/// The workspace root (the parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// The workspace's `target` directory (`CARGO_TARGET_DIR` if set).
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The profiler library under test, the front: `MPISTAT_LIB`, else
+/// `<target>/release/libmpistat.so`.
+///
+/// Panics if it does not exist: the tests never build it themselves (they would race the build).
+pub fn library() -> PathBuf {
+    let path = std::env::var_os("MPISTAT_LIB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("release/libmpistat.so"));
+    assert!(
+        path.is_file(),
+        "{} does not exist: run cargo build --release -p mpistat-front -p mpistat-profiler first (or set MPISTAT_LIB)",
+        path.display()
+    );
+    path
+}
+
+/// The profiler built for one MPI family (`openmpi`), which the front [`library`] loads from
+/// its own directory: `libmpistat_<family>.so` beside it.
+///
+/// Panics if it does not exist, as [`library`].
+pub fn implementation(family: &str) -> PathBuf {
+    let path = library().with_file_name(format!("libmpistat_{family}.so"));
+    assert!(
+        path.is_file(),
+        "{} does not exist: run cargo build --release -p mpistat-profiler first",
+        path.display()
+    );
+    path
+}
+
+/// The `mpistat` binary the tests run (and the profiler starts for `analyze --send`).
+pub fn mpistat_binary() -> PathBuf {
+    library().with_file_name("mpistat")
+}
+
+/// poison it for the others).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A directory under the system temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Create a fresh directory whose name starts with `mpistat-e2e-<label>`.
+    pub fn new(label: &str) -> TempDir {
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let path = std::env::temp_dir().join(format!(
+            "mpistat-e2e-{label}-{}-{}-{nanos}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The lines of the file at `path` (none if it cannot be read).
+pub fn read_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// The ISO week of today (UTC), e.g. `2026-W48`, as `mpistat digest --week` takes it.
+pub fn this_week() -> String {
+    let week = Command::new("date")
+        .args(["-u", "+%G-W%V"])
+        .output()
+        .unwrap();
+    String::from_utf8(week.stdout).unwrap().trim().to_string()
+}
+
+/// A free TCP port on localhost.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
