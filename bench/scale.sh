@@ -150,6 +150,17 @@ tables_mib() { # tables_mib TABLE...: their size with their indexes
         sql "SELECT sum(pg_total_relation_size(t::regclass)) / 1048576 FROM unnest(ARRAY[${names:1}]) t"
     fi
 }
+largest_tables() { # the five largest tables (with their indexes) in MiB, "name size, ..."
+    if [[ $backend == sqlite ]]; then
+        sql "SELECT group_concat(t || ' ' || mib, ', ') FROM (SELECT coalesce(m.tbl_name, d.name) t,
+            round(sum(pgsize) / 1048576.0, 1) mib FROM dbstat d LEFT JOIN sqlite_master m ON m.name = d.name
+            GROUP BY t ORDER BY mib DESC LIMIT 5)"
+    else
+        sql "SELECT string_agg(relname || ' ' || mib, ', ') FROM (SELECT relname,
+            round(pg_total_relation_size(oid) / 1048576.0, 1) mib FROM pg_class WHERE relkind = 'r'
+            AND relnamespace = 'public'::regnamespace ORDER BY mib DESC LIMIT 5) t"
+    fi
+}
 load() { cut -d' ' -f1 /proc/loadavg; }
 mib() { echo "$(($1 / 1048576)) MiB"; }
 
@@ -244,7 +255,7 @@ for k in $(printf '%s\n' "${!ingested[@]}" | sort -n); do
     summary+=("| ingest, $k at once (with rollups) | ${ingested[$k]} jobs in $(printf '%.1f' "${ingest_wall[$k]}") s: $(echo "${ingested[$k]} / ${ingest_wall[$k]}" | bc) jobs/s in all, $slowest-${fastest:-$slowest} jobs/s a process; peak RSS ${ingest_peak[$k]} MiB a process |")
 done
 bytes=$(database_bytes)
-summary+=("| disk | $(mib "$bytes") for $stored jobs: $((bytes / (stored > 0 ? stored : 1))) bytes a job (records, indexes, rollups) |")
+summary+=("| disk | $(mib "$bytes") for $stored jobs: $((bytes / (stored > 0 ? stored : 1))) bytes a job; largest tables with their indexes (MiB): $(largest_tables) |")
 printf '%s\n' "${summary[@]:2}"
 [[ -z ${MPISTAT_SCALE_INGEST_ONLY:-} ]] || exit 0
 
