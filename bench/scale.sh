@@ -147,7 +147,7 @@ tables_mib() { # tables_mib TABLE...: their size with their indexes
     if [[ $backend == sqlite ]]; then
         sql "SELECT sum(pgsize) / 1048576 FROM dbstat WHERE name IN (${names:1})"
     else
-        sql "SELECT sum(pg_total_relation_size(t::regclass)) / 1048576 FROM unnest(ARRAY[${names:1}]) t"
+        sql "SELECT (sum(pg_total_relation_size(t::regclass)) / 1048576)::bigint FROM unnest(ARRAY[${names:1}]) t"
     fi
 }
 largest_tables() { # the five largest tables (with their indexes) in MiB, "name size, ..."
