@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Admin pages at site scale (issue 16): generates N varied jobs (default 100,000) of U users
-# (default 500) ending over November 2026, in parts of 200,000 (generate, ingest, delete), then
-# times every page of `mpistat serve` (cold: first request after a restart with the page cache
-# dropped, when this may; warm: p50/p95 of R requests), 50 concurrent requests while another
-# part is ingested (errors, times, and whether the pages then show every committed job),
-# `mpistat site-report --month` (time, size, peak RSS) and `mpistat digest --send` of a week to
-# mail files for all users (time, peak RSS). Prints a table; asserts nothing. Each part's
-# ingest is printed as it ends (jobs stored before it, seconds, jobs/s, peak RSS, database
-# size: throughput over the database's growth); the next part is generated meanwhile.
+# The store at site scale (issues 16, 35 §3): generates N varied jobs (default 100,000) of U users
+# (default 500) ending over November 2026, in parts of 200,000 (generate, ingest, delete), into
+# the database given (an SQLite file, default; a PostgreSQL URL; or a PostgreSQL server of its
+# own), then times every page of `mpistat serve` (cold: first request after a restart of serve,
+# and of the PostgreSQL server when it is the script's own, with the page cache dropped when
+# this may; warm: p50/p95 of R requests), 50 concurrent requests while another part is ingested
+# (errors, times, and whether the pages then show every committed job), `mpistat site-report
+# --month` (time, size, peak RSS), `mpistat digest --send` of a week to mail files for all users
+# (time, peak RSS) and `mpistat rebuild-rollups`. Prints Markdown tables (each number with the
+# load average when it was taken: the machine is shared) and a summary per backend; asserts
+# nothing. Each part's ingest is printed as it ends (jobs stored before it, seconds, jobs/s,
+# peak RSS, database size: throughput over the database's growth); the next part is generated
+# meanwhile. With --concurrent K, every other part is split into K logs ingested by K processes
+# at once (K log hosts, each with its own read positions), so that one run measures one
+# process and K at once at every size of the database.
 # Also times `GET /metrics` (issue 39): cold (as the pages), the first scrape after a restart
 # (every name of the week added up, page cache warm) and warm (p50/p95: the names kept), its
 # size and series. Its windows end at the current hour: the generated month's jobs are in them
 # while the machine's clock is in November 2026 (the line says how many jobs the week had).
-# Usage: bench/scale.sh [N [U]] | bench/scale.sh --small (CI: 3,000 jobs, seconds)
+# Usage: bench/scale.sh [--database PATH|URL | --postgresql] [--concurrent K] [N [U]]
+#        bench/scale.sh --small (CI: 3,000 jobs on SQLite in parts of 1,000, the second by
+#        three processes at once, seconds)
+# --database: a new SQLite file (refused if it exists) or an empty PostgreSQL database
+# (`postgresql://ROLE@/DB?host=SOCKETDIR`), kept afterwards; default: a file in the work
+# directory. --postgresql: initdb and pg_ctl (Debian's postgresql-15, as tests/src/postgresql.rs)
+# in the work directory as MPISTAT_SCALE_PG_USER (default nobody), a Unix socket only, tuned by
+# `pg_settings` below; this user's role owns database `mpistat`; all of it removed at the end.
 # MPISTAT_SCALE_BIN=DIR: run DIR/mpistat and DIR/gen_records instead of building them (a long
 # run that goes on while the worktree is rebuilt); MPISTAT_SCALE_INGEST_ONLY=1: stop after the
 # ingest of all but the last part; MPISTAT_SCALE_METRICS_ONLY=1: ingest every part, then time
@@ -24,14 +37,27 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/prereqs.sh
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
-repeats=20
-if [[ ${1:-} == --small ]]; then
-    records=3000 users=50 repeats=3
-else
-    records=${1:-100000}
-    users=${2:-500}
+usage="usage: bench/scale.sh [--database PATH|URL | --postgresql] [--concurrent K] [N [U]] | bench/scale.sh --small"
+repeats=20 records=100000 users=500 database= own_postgresql= concurrent= part=200000
+positional=()
+while (($#)); do
+    case $1 in
+        --small) records=3000 users=50 repeats=3 part=1000 concurrent=${concurrent:-3} ;;
+        --database) database=${2:?$usage}; shift ;;
+        --postgresql) own_postgresql=1 ;;
+        --concurrent) concurrent=${2:?$usage}; shift ;;
+        -*) echo "$usage" >&2; exit 2 ;;
+        *) positional+=("$1") ;;
+    esac
+    shift
+done
+records=${positional[0]:-$records}
+users=${positional[1]:-$users}
+concurrent=${concurrent:-1}
+if [[ -n $database && -n $own_postgresql ]] || ! [[ $concurrent =~ ^[1-9][0-9]*$ ]]; then
+    echo "$usage" >&2
+    exit 2
 fi
-part=200000
 bin=${MPISTAT_SCALE_BIN:-}
 if [[ -z $bin ]]; then
     cargo build --release -q -p mpistat-digest --bin mpistat --example gen_records
@@ -42,16 +68,107 @@ else
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench-scale.XXXXXX")
 server=
+
+# PostgreSQL of the script's own (--postgresql). The settings a site would make for a host of
+# this size (24 GB) whose main work is the database (the defaults are for a 128 MB machine);
+# fsync and synchronous commits stay on, as on a site.
+pg_bin=/usr/lib/postgresql/15/bin
+pg_user=${MPISTAT_SCALE_PG_USER:-nobody}
+pg_settings=(
+    "shared_buffers = '2GB'"
+    "effective_cache_size = '8GB'"
+    "work_mem = '32MB'"
+    "maintenance_work_mem = '512MB'"
+    "max_wal_size = '8GB'"
+    "checkpoint_timeout = '15min'"
+)
+pg_ctl() { # pg_ctl ARGS...: the script's own server's pg_ctl, as its owner
+    (cd "$work/postgres" && runuser -u "$pg_user" -- "$pg_bin/pg_ctl" -D "$work/postgres/data" "$@" > /dev/null)
+}
+start_postgresql() { # initdb, settings, start, and database `mpistat` of this user's role
+    chmod 711 "$work"
+    mkdir "$work/postgres"
+    chown "$pg_user" "$work/postgres"
+    (cd "$work/postgres" && runuser -u "$pg_user" -- "$pg_bin/initdb" --auth=peer --encoding=UTF8 \
+        --locale=C -D "$work/postgres/data" > "$work/postgres/initdb.log")
+    {
+        echo "listen_addresses = ''"
+        echo "unix_socket_directories = '$work/postgres'"
+        printf '%s\n' "${pg_settings[@]}"
+    } >> "$work/postgres/data/postgresql.conf"
+    pg_ctl start -w -t 120 -l "$work/postgres/server.log"
+    local role
+    role=$(id -un)
+    (cd "$work/postgres" && runuser -u "$pg_user" -- psql -X -q -h "$work/postgres" -d postgres \
+        -c "CREATE ROLE \"$role\" LOGIN" -c "CREATE DATABASE mpistat OWNER \"$role\"")
+    database="postgresql://$role@/mpistat?host=$work/postgres"
+}
+
 cleanup() {
     [[ -n $server ]] && kill "$server" 2>/dev/null || true
+    [[ -z $own_postgresql || ! -d $work/postgres/data ]] || pg_ctl stop -w -m fast || true
     rm -rf "$work"
 }
 trap cleanup EXIT
+if [[ -n $own_postgresql ]]; then
+    start_postgresql
+fi
+database=${database:-$work/mpistat.db}
+if is_database_url "$database"; then
+    backend=postgresql
+else
+    backend=sqlite
+    if [[ -e $database ]]; then
+        echo "scale.sh: $database exists: the benchmark fills a new database" >&2
+        exit 2
+    fi
+fi
+sql() { # sql QUERY: its rows, one a line
+    if [[ $backend == sqlite ]]; then
+        sqlite3 "$database" "$1"
+    else
+        psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$database" -c "$1"
+    fi
+}
+database_bytes() {
+    if [[ $backend == sqlite ]]; then
+        local bytes=0 file
+        for file in "$database" "$database-wal"; do
+            [[ ! -e $file ]] || bytes=$((bytes + $(stat -c %s "$file")))
+        done
+        echo "$bytes"
+    else
+        sql 'SELECT pg_database_size(current_database())'
+    fi
+}
+tables_mib() { # tables_mib TABLE...: their size with their indexes
+    local names
+    names=$(printf ",'%s'" "$@")
+    if [[ $backend == sqlite ]]; then
+        sql "SELECT sum(pgsize) / 1048576 FROM dbstat WHERE name IN (${names:1})"
+    else
+        sql "SELECT (sum(pg_total_relation_size(t::regclass)) / 1048576)::bigint FROM unnest(ARRAY[${names:1}]) t"
+    fi
+}
+largest_tables() { # the five largest tables (with their indexes) in MiB, "name size, ..."
+    if [[ $backend == sqlite ]]; then
+        sql "SELECT group_concat(t || ' ' || mib, ', ') FROM (SELECT coalesce(m.tbl_name, d.name) t,
+            round(sum(pgsize) / 1048576.0, 1) mib FROM dbstat d LEFT JOIN sqlite_master m ON m.name = d.name
+            GROUP BY t ORDER BY mib DESC LIMIT 5)"
+    else
+        sql "SELECT string_agg(relname || ' ' || mib, ', ') FROM (SELECT relname,
+            round(pg_total_relation_size(oid) / 1048576.0, 1) mib FROM pg_class WHERE relkind = 'r'
+            AND relnamespace = 'public'::regnamespace ORDER BY mib DESC LIMIT 5) t"
+    fi
+}
+load() { cut -d' ' -f1 /proc/loadavg; }
+mib() { echo "$(($1 / 1048576)) MiB"; }
+
 mpistat=$bin/mpistat
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # The server trusts a header on loopback: a benchmark, not a site set-up.
 {
-    site_toml "$work"
+    site_toml "$work" "$database"
     cat <<EOF
 [mail]
 transport = "directory"
@@ -70,19 +187,34 @@ timed() { # timed NAME COMMAND...: runs it, keeps "seconds peak-MiB" in $work/NA
     read -r seconds kib < "$work/$name.time"
     echo "$seconds $((kib / 1024))" > "$work/$name.time"
 }
-generate() { # generate FIRST END FILE
-    "$gen" "$records" "$users" "$3" varied "$1" "$2"
+processes_of() { # processes_of FIRST: how many ingest processes take the part from job FIRST
+    if ((concurrent > 1 && $1 / part % 2 == 1)); then echo "$concurrent"; else echo 1; fi
 }
-ingest_file() { # ingest_file FILE
-    timed ingest "$mpistat" ingest --config "$work/site.toml" "$1" 2> "$work/ingest.err"
-    rm -f "$1"
+generate() { # generate FIRST END K: the month's jobs FIRST..END in K logs $work/partFIRST.I.log
+    local i
+    for ((i = 0; i < $3; i++)); do
+        "$gen" "$records" "$users" "$work/part$1.$i.log" varied \
+            "$(($1 + ($2 - $1) * i / $3))" "$(($1 + ($2 - $1) * (i + 1) / $3))"
+    done
+}
+ingest_part() { # ingest_part FIRST K: K processes at once, one log each; the wall time in $work/wall
+    local i pids=() started
+    started=$(date +%s.%N)
+    for ((i = 0; i < $2; i++)); do
+        timed "ingest$i" "$mpistat" ingest --config "$work/site.toml" "$work/part$1.$i.log" 2> "$work/ingest$i.err" &
+        pids+=($!)
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[i]}" || { cat "$work/ingest$i.err" >&2; exit 1; }
+    done
+    echo "$(date +%s.%N) - $started" | bc > "$work/wall"
+    rm -f "$work/part$1".*.log
 }
 
 # The month, in parts (the last one is kept for the concurrency run), each generated while
 # the one before it is ingested.
 start=$(date +%s.%N)
-ingest_seconds=0
-ingest_peak=0
+declare -A ingested=() ingest_wall=() ingest_peak=() rates=()
 last=$(( records > part ? (records - 1) / part * part : records * 9 / 10 ))
 from=0
 if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
@@ -90,24 +222,41 @@ if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
     jobs=${MPISTAT_SCALE_JOBS:-0..$records}
     from=${jobs%..*} last=${jobs#*..}
 fi
-generate "$from" "$((from + part < last ? from + part : last))" "$work/part$from.log"
+generate "$from" "$((from + part < last ? from + part : last))" "$(processes_of "$from")"
 for ((first = from; first < last; first += part)); do
     end=$((first + part < last ? first + part : last))
+    k=$(processes_of "$first")
     next=
     if ((end < last)); then
-        generate "$end" "$((end + part < last ? end + part : last))" "$work/part$end.log" &
+        generate "$end" "$((end + part < last ? end + part : last))" "$(processes_of "$end")" &
         next=$!
     fi
-    ingest_file "$work/part$first.log"
-    read -r s m < "$work/ingest.time"
-    ingest_seconds=$(echo "$ingest_seconds + $s" | bc)
-    ((m > ingest_peak)) && ingest_peak=$m
-    printf 'ingest part: %9d jobs stored before, %7d jobs in %7.1f s: %6.0f jobs/s, peak RSS %5d MiB, database %s, load %s\n' \
-        "$((first - from))" "$((end - first))" "$s" "$(echo "($end - $first) / $s" | bc -l)" "$m" \
-        "$(du -h "$work/mpistat.db" | cut -f1)" "$(cut -d' ' -f1 /proc/loadavg)"
+    ingest_part "$first" "$k"
+    wall=$(cat "$work/wall")
+    peak=0 each=
+    for ((i = 0; i < k; i++)); do
+        read -r s m < "$work/ingest$i.time"
+        peak=$((m > peak ? m : peak))
+        each+=" $(echo "($end - $first) / $k / $s" | bc)"
+    done
+    ingested[$k]=$(( ${ingested[$k]:-0} + end - first ))
+    ingest_wall[$k]=$(echo "${ingest_wall[$k]:-0} + $wall" | bc)
+    ingest_peak[$k]=$((peak > ${ingest_peak[$k]:-0} ? peak : ${ingest_peak[$k]:-0}))
+    rates[$k]+=$each
+    printf 'ingest part: %9d jobs stored before, %7d jobs by %d at once in %7.1f s: %6.0f jobs/s (each:%s), peak RSS %5d MiB, database %s, load %s\n' \
+        "$((first - from))" "$((end - first))" "$k" "$wall" "$(echo "($end - $first) / $wall" | bc -l)" "$each" \
+        "$peak" "$(mib "$(database_bytes)")" "$(load)"
     [[ -z $next ]] || wait "$next"
 done
-echo "input: $records jobs of $users users in 2026-11; ingest (all but the last part, incl. rollups): ${ingest_seconds} s ($(echo "($last - $from) / $ingest_seconds" | bc) jobs/s), peak RSS ${ingest_peak} MiB; database $(du -h "$work/mpistat.db" | cut -f1)"
+stored=$(sql 'SELECT count(*) FROM jobs')
+summary=("| $backend: $records jobs of $users users in 2026-11 | |" "| --- | --- |")
+for k in $(printf '%s\n' "${!ingested[@]}" | sort -n); do
+    read -r slowest fastest < <(tr ' ' '\n' <<< "${rates[$k]}" | sed '/^$/d' | sort -n | sed -n '1p;$p' | paste -sd' ')
+    summary+=("| ingest, $k at once (with rollups) | ${ingested[$k]} jobs in $(printf '%.1f' "${ingest_wall[$k]}") s: $(echo "${ingested[$k]} / ${ingest_wall[$k]}" | bc) jobs/s in all, $slowest-${fastest:-$slowest} jobs/s a process; peak RSS ${ingest_peak[$k]} MiB a process |")
+done
+bytes=$(database_bytes)
+summary+=("| disk | $(mib "$bytes") for $stored jobs: $((bytes / (stored > 0 ? stored : 1))) bytes a job; largest tables with their indexes (MiB): $(largest_tables) |")
+printf '%s\n' "${summary[@]:2}"
 [[ -z ${MPISTAT_SCALE_INGEST_ONLY:-} ]] || exit 0
 
 start_server() {
@@ -120,6 +269,17 @@ start_server() {
     echo "serve did not start: $(cat "$work/serve.err")" >&2
     exit 1
 }
+stop_server() {
+    kill "$server"
+    wait "$server" 2>/dev/null || true
+    server=
+}
+start_cold_server() { # serve with nothing of the database in memory that a restart can drop
+    [[ -z $own_postgresql ]] || pg_ctl restart -w -t 120 -m fast
+    sync
+    if [[ -w /proc/sys/vm/drop_caches ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
+    start_server
+}
 get() { # get PATH: prints "seconds bytes status"
     curl -s -o /dev/null -H 'REMOTE_USER: admin' -w '%{time_total} %{size_download} %{http_code}\n' \
         "http://127.0.0.1:$port/$1"
@@ -127,15 +287,8 @@ get() { # get PATH: prints "seconds bytes status"
 percentile() { # percentile P < numbers
     sort -n | awk -v p="$1" '{v[NR] = $1} END {i = int((NR - 1) * p / 100) + 1; print v[i]}'
 }
-stop_server() {
-    kill "$server"
-    wait "$server" 2>/dev/null || true
-    server=
-}
 metrics_line() { # /metrics: cold, first scrape of an hour, warm p50/p95, size, series
-    start_server
-    sync
-    if [[ -w /proc/sys/vm/drop_caches ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
+    start_cold_server
     read -r cold size status < <(get metrics)
     stop_server
     start_server
@@ -147,12 +300,11 @@ metrics_line() { # /metrics: cold, first scrape of an hour, warm p50/p95, size, 
     week=$(sed -n 's/^mpistat_jobs{window="7d"} //p' "$work/metrics.txt")
     series=$(grep -vc '^#' "$work/metrics.txt")
     [[ $status == 200 ]] || size="HTTP $status"
-    printf '/metrics (%s jobs in the 7d window, %s series): cold %.3f s, first after a restart %.3f s, warm p50 %.4f s, p95 %.4f s, %s bytes\n' \
+    printf '/metrics (%s jobs in the 7d window, %s series): cold %.3f s, first after a restart %.3f s, warm p50 %.4f s, p95 %.4f s, %s bytes, load %s\n' \
         "$week" "$series" "$cold" "$first" "$(cut -d' ' -f1 < "$work/warm" | percentile 50)" \
-        "$(cut -d' ' -f1 < "$work/warm" | percentile 95)" "$size"
-    printf 'hour rollups: %s\n' "$(sqlite3 "$work/mpistat.db" "SELECT count(*) || ' rows of rollup_hour_groups, ' ||
-        (SELECT sum(pgsize) / 1048576 FROM dbstat WHERE name IN ('rollup_hours', 'rollup_hour_groups'))
-        || ' MiB with rollup_hours' FROM rollup_hour_groups")"
+        "$(cut -d' ' -f1 < "$work/warm" | percentile 95)" "$size" "$(load)"
+    printf 'hour rollups: %s rows of rollup_hour_groups, %s MiB with rollup_hours\n' \
+        "$(sql 'SELECT count(*) FROM rollup_hour_groups')" "$(tables_mib rollup_hours rollup_hour_groups)"
 }
 if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
     metrics_line
@@ -160,7 +312,7 @@ if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
 fi
 month='period=2026-11'
 # A job as the live pages link it (with its end time), and as an old link without it.
-job=$(sqlite3 "$work/mpistat.db" "SELECT key || '.html?end=' || end_ms FROM jobs LIMIT 1 OFFSET 12345 % (SELECT count(*) FROM jobs)")
+job=$(sql "SELECT key || '.html?end=' || end_ms FROM jobs LIMIT 1 OFFSET 12345 % (SELECT count(*) FROM jobs)")
 pages=(
     "index.html?$month" "charts.html?$month" "tables.html?$month" "critical.html?$month"
     "critical.html?$month&sort=end&from=1000" "users.html?$month" "users.html?$month&sort=mpi&from=100"
@@ -168,29 +320,27 @@ pages=(
     "search.html?$month&q=user1" "search.html?$month&q=1234" "jobs/$job" "jobs/${job%%\?*}"
     "index.html?period=2026-W47" "users.html?period=2026-11-02..2026-11-08" "metrics"
 )
-printf '\n%-48s %8s %8s %8s %10s\n' "serve (admin), month of $records jobs" "cold s" "p50 s" "p95 s" "size"
+echo
+echo "| serve (admin), $backend, month of $records jobs | cold s | p50 s | p95 s | size | load |"
+echo "| --- | --- | --- | --- | --- | --- |"
 for page in "${pages[@]}"; do
-    start_server
-    sync
-    if [[ -w /proc/sys/vm/drop_caches ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
+    start_cold_server
     read -r cold size status < <(get "$page")
     for _ in $(seq "$repeats"); do get "$page"; done > "$work/warm"
-    kill "$server"
-    wait "$server" 2>/dev/null || true
-    server=
+    stop_server
     p50=$(cut -d' ' -f1 < "$work/warm" | percentile 50)
     p95=$(cut -d' ' -f1 < "$work/warm" | percentile 95)
     bad=$(awk '$3 != 200' "$work/warm" | wc -l)
     [[ $status == 200 && $bad == 0 ]] || size="HTTP $status"
-    printf '%-48s %8.3f %8.3f %8.3f %10s\n' "${page:0:48}" "$cold" "$p50" "$p95" "$size"
+    printf '| `%s` | %.3f | %.3f | %.3f | %s | %s |\n' "${page:0:60}" "$cold" "$p50" "$p95" "$size" "$(load)"
 done
 metrics_line
 
 # 50 concurrent requests (of all pages, in rounds) while the last part is ingested.
 start_server
-before=$(sqlite3 "$work/mpistat.db" 'SELECT count(*) FROM jobs')
-generate "$last" "$records" "$work/last.log"
-ingest_file "$work/last.log" &
+before=$(sql 'SELECT count(*) FROM jobs')
+generate "$last" "$records" 1
+ingest_part "$last" 1 &
 ingesting=$!
 rounds=0
 : > "$work/concurrent"
@@ -201,24 +351,29 @@ while kill -0 "$ingesting" 2>/dev/null || ((rounds == 0)); do
     rounds=$((rounds + 1))
 done
 wait "$ingesting"
-after=$(sqlite3 "$work/mpistat.db" 'SELECT count(*) FROM jobs')
+after=$(sql 'SELECT count(*) FROM jobs')
 shown=$(curl -s -H 'REMOTE_USER: admin' "http://127.0.0.1:$port/index.html?$month" |
     sed -n 's|.*<th>analysed jobs</th><td class="n">\([0-9]*\)</td>.*|\1|p')
 errors=$(awk '$2 != 200' "$work/concurrent" | wc -l)
+stop_server
+summary+=("| 50 concurrent requests while ingest stores the last part | $rounds rounds, $((after - before)) jobs stored: $(wc -l < "$work/concurrent") requests, $errors not 200, p50 $(cut -d' ' -f1 < "$work/concurrent" | percentile 50) s, p95 $(cut -d' ' -f1 < "$work/concurrent" | percentile 95) s, max $(cut -d' ' -f1 < "$work/concurrent" | percentile 100) s; then the overview shows $shown of $after jobs (load $(load)) |")
 echo
-echo "concurrency: $rounds rounds of 50 concurrent requests while ingest stored $((after - before)) jobs: $(wc -l < "$work/concurrent") requests, $errors not 200, p50 $(cut -d' ' -f1 < "$work/concurrent" | percentile 50) s, p95 $(cut -d' ' -f1 < "$work/concurrent" | percentile 95) s, max $(cut -d' ' -f1 < "$work/concurrent" | percentile 100) s; after the last commit the overview shows $shown of $after jobs"
-kill "$server"
-wait "$server" 2>/dev/null || true
-server=
+echo "${summary[-1]}"
 
 sync
 timed site "$mpistat" site-report --config "$work/site.toml" --month 2026-11 --out "$work/site" 2> /dev/null
 read -r s m < "$work/site.time"
 biggest=$(find "$work/site" -name '*.html' -printf '%s %P\n' | sort -n | tail -1)
-echo "site-report --month: $s s, peak RSS $m MiB, $(find "$work/site" -name '*.html' | wc -l) pages, $(du -sh "$work/site" | cut -f1), biggest page ${biggest% *} bytes (${biggest#* })"
+summary+=("| \`site-report --month\` | $s s, peak RSS $m MiB, $(find "$work/site" -name '*.html' | wc -l) pages, $(du -sh "$work/site" | cut -f1), biggest page ${biggest% *} bytes (${biggest#* }) (load $(load)) |")
+echo "${summary[-1]}"
+rm -rf "$work/site"
 timed digest "$mpistat" digest --config "$work/site.toml" --week 2026-W47 --send 2> /dev/null
 read -r s m < "$work/digest.time"
-echo "digest --week 2026-W47 --send (to files): $s s, peak RSS $m MiB, $(find "$work/mail" -type f | wc -l) mails"
+summary+=("| \`digest --week 2026-W47 --send\` (to files) | $s s, peak RSS $m MiB, $(find "$work/mail" -type f | wc -l) mails (load $(load)) |")
+echo "${summary[-1]}"
 timed rebuild "$mpistat" rebuild-rollups --config "$work/site.toml" 2> /dev/null
 read -r s m < "$work/rebuild.time"
-echo "rebuild-rollups: $s s, peak RSS $m MiB; whole run $(printf '%.0f' "$(echo "$(date +%s.%N) - $start" | bc)") s"
+summary+=("| \`rebuild-rollups\` | $s s, peak RSS $m MiB (load $(load)) |")
+echo
+printf '%s\n' "${summary[@]}"
+echo "whole run $(printf '%.0f' "$(echo "$(date +%s.%N) - $start" | bc)") s"

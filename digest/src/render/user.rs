@@ -15,6 +15,7 @@ use mpistat_record::units::rate;
 use mpistat_site::{DigestConfig, SiteConfig};
 use mpistat_store::ReadStore;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One level-1 figure of a user, with the site's reference values for the week.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,9 +46,10 @@ pub struct UserDigest {
     pub counters_mode: String,
     pub counters: Vec<CounterRow>,
     pub top_jobs: Vec<TopJob>,
-    /// The user's MPI share of wall time (percent), and every user's of the week.
+    /// The user's MPI share of wall time (percent), and every user's of the week: one list
+    /// shared by every user's digest (a copy each was quadratic in the users: 800 MB for 10,000).
     pub mpi_percent: f64,
-    pub site_mpi_percents: Vec<f64>,
+    pub site_mpi_percents: Arc<[f64]>,
     /// Level 6: the user's traced jobs of the week and what their traces' analyses found.
     pub traced: Vec<TracedJob>,
 }
@@ -133,7 +135,7 @@ fn digests(
         .map(|(user, u)| (user.as_str(), &u.totals))
         .collect();
     let capacity_hours = config.capacity_cores as f64 * hours;
-    let site_mpi_percents: Vec<f64> = totals.values().map(|t| t.mpi_percent()).collect();
+    let site_mpi_percents: Arc<[f64]> = totals.values().map(|t| t.mpi_percent()).collect();
     let site = |f: &dyn Fn(&Totals) -> f64| totals.values().map(|t| f(t)).collect::<Vec<f64>>();
     let site_some =
         |f: &dyn Fn(&Totals) -> Option<f64>| totals.values().filter_map(|t| f(t)).collect();
@@ -249,7 +251,7 @@ fn digests(
                 counters: t.counter_rows(),
                 top_jobs: u.top_jobs().cloned().collect(),
                 mpi_percent: t.mpi_percent(),
-                site_mpi_percents: site_mpi_percents.clone(),
+                site_mpi_percents: Arc::clone(&site_mpi_percents),
                 traced: Vec::new(),
             }
         })
@@ -486,6 +488,31 @@ mod tests {
     use mpistat_record::model::SlurmFacts;
     use mpistat_record::JobRecord;
     use mpistat_record::Stat;
+
+    /// Every user's digest shows the site's MPI shares from one list: a copy for each user was
+    /// users² numbers (800 MB and most of a user's page's second at 10,000 users).
+    #[test]
+    fn the_site_mpi_shares_are_one_list_for_every_digest() {
+        let users: BTreeMap<String, UserWeek> = (0..3)
+            .map(|n| {
+                let totals = Totals {
+                    jobs: 1 + n,
+                    ..Totals::default()
+                };
+                (format!("user{n}"), UserWeek::of_totals(totals))
+            })
+            .collect();
+        let config = DigestConfig::default();
+        let digests = Week::of_users(&config, 168.0, users).digests("2026-W47");
+        assert_eq!(digests.len(), 3);
+        assert_eq!(digests[0].site_mpi_percents.len(), 3);
+        for digest in &digests[1..] {
+            assert!(Arc::ptr_eq(
+                &digests[0].site_mpi_percents,
+                &digest.site_mpi_percents
+            ));
+        }
+    }
 
     /// The site's default thresholds for `t`.
     fn worth(t: &Totals) -> Worth {
