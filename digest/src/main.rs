@@ -46,6 +46,7 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::RebuildRollups(args) => mpistat_digest::rollup::command(&args),
         Command::Db(args) => match args.action {
             DbAction::Migrate(args) => mpistat_digest::site::migrate_command(&args),
+            DbAction::Copy { from, to } => mpistat_digest::site::copy_command(&from, &to),
         },
         Command::Analyze(args) if args.send => {
             let path = args

@@ -5,8 +5,8 @@
 
 use crate::cli::DatabaseArgs;
 use anyhow::Context;
-use mpistat_site::{ConfigProblem, SiteConfig};
-use mpistat_store::{ReadStore, WriteStore};
+use mpistat_site::{ConfigProblem, Database, SiteConfig};
+use mpistat_store::{Location, ReadStore, WriteStore};
 use std::path::{Path, PathBuf};
 
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
@@ -54,6 +54,14 @@ pub fn load_and_migrate(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Writ
 /// `mpistat db migrate`: [`load_and_migrate`], then every stored record read, those that cannot
 /// be used moved to the rejected entries (said on stderr).
 pub fn migrate_command(args: &DatabaseArgs) -> anyhow::Result<std::process::ExitCode> {
+    if let (_, Location::Postgres(url)) = config_and_location(args)? {
+        let ran = mpistat_store::postgresql::migrate(&url)?;
+        eprintln!(
+            "database {url}: schema {} (up to date; {ran} migrations ran)",
+            mpistat_store::postgresql::MIGRATIONS.len()
+        );
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
     let (_, db) = load_and_migrate(args)?;
     let read = db.quarantine_unusable()?;
     let quarantined = db.take_quarantined();
@@ -66,6 +74,22 @@ pub fn migrate_command(args: &DatabaseArgs) -> anyhow::Result<std::process::Exit
         mpistat_store::MIGRATIONS.len(),
         quarantined.len()
     );
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `mpistat db copy FROM TO`: every row of FROM into the new database TO, one a SQLite file (made
+/// private to its owner, as every database mpistat makes) and the other a PostgreSQL URL; how
+/// many rows of each table, on stderr.
+pub fn copy_command(from: &str, to: &str) -> anyhow::Result<std::process::ExitCode> {
+    let (from, to) = (Location::parse(from)?, Location::parse(to)?);
+    if let Location::Sqlite(path) = &to {
+        crate::private::owner_only_database(path)?;
+    }
+    let copied = mpistat_store::copy(&from, &to)?;
+    for (table, rows) in &copied.tables {
+        eprintln!("{table}: {rows} rows");
+    }
+    eprintln!("copied {from} into {to}");
     Ok(std::process::ExitCode::SUCCESS)
 }
 
@@ -114,12 +138,28 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
     }
 }
 
-/// The site configuration and the database it names (or `--database`).
-pub fn config_and_database(args: &DatabaseArgs) -> Result<(SiteConfig, PathBuf), ConfigError> {
+/// The site configuration and the database it names (or `--database`): a SQLite file or a
+/// PostgreSQL URL.
+pub fn config_and_location(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, Location)> {
     let config = config(args.config.as_deref())?;
-    let database = args
-        .database
-        .clone()
-        .unwrap_or_else(|| config.database.path.clone());
-    Ok((config, database))
+    let location = match &args.database {
+        Some(text) => Location::parse(text)?,
+        None => match config.database.database() {
+            Database::Sqlite(path) => Location::Sqlite(path),
+            Database::Postgres(url) => Location::parse(&url)?,
+        },
+    };
+    Ok((config, location))
+}
+
+/// The SQLite database of [`config_and_location`]: the commands but `mpistat db migrate` do
+/// not run on PostgreSQL yet (issue 35 §2), and say so.
+pub fn config_and_database(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, PathBuf)> {
+    match config_and_location(args)? {
+        (config, Location::Sqlite(path)) => Ok((config, path)),
+        (_, Location::Postgres(url)) => anyhow::bail!(
+            "database {url}: this command does not run on PostgreSQL yet (only `mpistat db \
+             migrate` does; docs/store.md)"
+        ),
+    }
 }

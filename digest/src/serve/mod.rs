@@ -609,11 +609,7 @@ pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
 pub fn command(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let (config, db) = crate::site::load(&args.db)?;
-    let database = args
-        .db
-        .database
-        .clone()
-        .unwrap_or_else(|| config.database.path.clone());
+    let (_, database) = crate::site::config_and_database(&args.db)?;
     drop(db);
     let listen = Listen::parse(args.listen.as_deref().unwrap_or(&config.serve.listen));
     check_guard(&config, &listen)?;
