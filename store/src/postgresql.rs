@@ -324,7 +324,7 @@ pub fn migrate(url: &PostgresUrl) -> Result<usize> {
     Ok(known - done)
 }
 
-#[cfg(feature = "test-support")]
+#[cfg(any(test, feature = "test-support"))]
 pub(crate) mod test_support {
     use super::*;
     use std::collections::BTreeMap;
