@@ -159,7 +159,7 @@ pub fn config_and_database(args: &DatabaseArgs) -> anyhow::Result<(SiteConfig, P
         (config, Location::Sqlite(path)) => Ok((config, path)),
         (_, Location::Postgres(url)) => anyhow::bail!(
             "database {url}: this command does not run on PostgreSQL yet (only `mpistat db \
-             migrate` does; docs/store.md)"
+             migrate` and `mpistat db copy` do; docs/store.md)"
         ),
     }
 }

@@ -219,7 +219,7 @@ pub const MIGRATIONS: &[&str] = &[r#"
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that
 /// start at once upgrade the schema one after the other, the later ones finding it done.
-const MIGRATION_LOCK: i64 = 0x6d70_6973_7461_74;
+const MIGRATION_LOCK: i64 = 0x006d_7069_7374_6174;
 
 /// How long connecting may take before it is given up (when the URL sets no `connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
