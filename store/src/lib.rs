@@ -113,6 +113,26 @@ pub enum Error {
     Record(#[from] mpistat_record::wire::Unreadable),
 }
 
+impl Error {
+    /// A reader's check of a database's schema version `found` against the `known` one: a
+    /// newer or an older one is refused (only the write side migrates).
+    pub(crate) fn unless_current(
+        found: usize,
+        known: usize,
+        location: impl FnOnce() -> Location,
+    ) -> Result<()> {
+        match found.cmp(&known) {
+            std::cmp::Ordering::Greater => Err(Error::NewerSchema { found, known }),
+            std::cmp::Ordering::Less => Err(Error::NotMigrated {
+                location: location(),
+                found,
+                known,
+            }),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
+}
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Error {
         Error::Sql(e.to_string())

@@ -256,17 +256,7 @@ pub(crate) fn connect_to_read(url: &PostgresUrl) -> Result<Client> {
             reason: message(&e),
         })?;
     let found = schema_version(&mut client)?;
-    let known = MIGRATIONS.len();
-    if found > known {
-        return Err(Error::NewerSchema { found, known });
-    }
-    if found < known {
-        return Err(Error::NotMigrated {
-            location: Location::Postgres(url.clone()),
-            found,
-            known,
-        });
-    }
+    Error::unless_current(found, MIGRATIONS.len(), || Location::Postgres(url.clone()))?;
     Ok(client)
 }
 

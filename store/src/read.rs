@@ -78,17 +78,9 @@ impl ReadStore {
         // After the first read: setting it reads the schema, which needs the `-shm`.
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(opened)?;
-        let known = MIGRATIONS.len();
-        if found > known {
-            return Err(Error::NewerSchema { found, known });
-        }
-        if found < known {
-            return Err(Error::NotMigrated {
-                location: Location::Sqlite(path.to_path_buf()),
-                found,
-                known,
-            });
-        }
+        Error::unless_current(found, MIGRATIONS.len(), || {
+            Location::Sqlite(path.to_path_buf())
+        })?;
         Ok(ReadStore {
             snapshot,
             ..ReadStore::of(conn, false)

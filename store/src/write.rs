@@ -100,16 +100,10 @@ impl WriteStore {
     pub fn open_current(path: &Path) -> Result<WriteStore> {
         let store = WriteStore::open_unmigrated(path, false)?;
         let found = schema_version(&store.conn)?;
-        let known = MIGRATIONS.len();
-        match found.cmp(&known) {
-            std::cmp::Ordering::Greater => Err(Error::NewerSchema { found, known }),
-            std::cmp::Ordering::Less => Err(Error::NotMigrated {
-                location: Location::Sqlite(path.to_path_buf()),
-                found,
-                known,
-            }),
-            std::cmp::Ordering::Equal => Ok(store),
-        }
+        Error::unless_current(found, MIGRATIONS.len(), || {
+            Location::Sqlite(path.to_path_buf())
+        })?;
+        Ok(store)
     }
 
     /// A database in memory with the current schema.
