@@ -53,6 +53,10 @@ pub enum DbAction {
     /// every record). Ingest does the first two at its start; readers never change the
     /// database.
     Migrate(DatabaseArgs),
+    /// Copy every row of a database into a new one, SQLite into PostgreSQL or back (a site
+    /// moving between the backends). FROM and TO are each a SQLite file or a postgresql:// URL;
+    /// TO is made (or brought up to date) and must hold no rows.
+    Copy { from: String, to: String },
 }
 
 #[derive(Args, Debug)]
@@ -124,9 +128,10 @@ pub struct DatabaseArgs {
     /// The site configuration (default: $MPISTAT_CONFIG, else /etc/mpistat/site.toml).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// The database (default: `[database] path` of the site configuration).
+    /// The database: a SQLite file, or a postgresql:// URL (default: `[database]` of the site
+    /// configuration).
     #[arg(long)]
-    pub database: Option<PathBuf>,
+    pub database: Option<String>,
 }
 
 impl DatabaseArgs {

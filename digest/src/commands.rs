@@ -6,6 +6,7 @@
 use crate::escalate;
 use crate::ingest::{self, report};
 use crate::site::{self, DatabaseOptions};
+use mpistat_store::Location;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -141,6 +142,15 @@ pub fn rebuild_rollups(options: &DatabaseOptions, err: &mut impl Write) -> anyho
 /// `mpistat db migrate`: [`site::load_and_migrate`], then every stored record read, those that
 /// cannot be used moved to the rejected entries (said on `err`).
 pub fn migrate(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Result<()> {
+    if let (_, Location::Postgres(url)) = site::config_and_location(options)? {
+        let ran = mpistat_store::postgresql::migrate(&url)?;
+        writeln!(
+            err,
+            "database {url}: schema {} (up to date; {ran} migrations ran)",
+            mpistat_store::postgresql::MIGRATIONS.len()
+        )?;
+        return Ok(());
+    }
     let (_, db) = site::load_and_migrate(options)?;
     let read = db.quarantine_unusable()?;
     let quarantined = db.take_quarantined();
@@ -154,5 +164,21 @@ pub fn migrate(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Resul
         mpistat_store::MIGRATIONS.len(),
         quarantined.len()
     )?;
+    Ok(())
+}
+
+/// `mpistat db copy FROM TO`: every row of FROM into the new database TO, one a SQLite file (made
+/// private to its owner, as every database mpistat makes) and the other a PostgreSQL URL; how
+/// many rows of each table, to `err`.
+pub fn copy(from: &str, to: &str, err: &mut impl Write) -> anyhow::Result<()> {
+    let (from, to) = (Location::parse(from)?, Location::parse(to)?);
+    if let Location::Sqlite(path) = &to {
+        crate::private::owner_only_database(path)?;
+    }
+    let copied = mpistat_store::copy(&from, &to)?;
+    for (table, rows) in &copied.tables {
+        writeln!(err, "{table}: {rows} rows")?;
+    }
+    writeln!(err, "copied {from} into {to}")?;
     Ok(())
 }

@@ -65,6 +65,10 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
                 commands::migrate(&args.options(), &mut std::io::stderr().lock())?;
                 Ok(ExitCode::SUCCESS)
             }
+            DbAction::Copy { from, to } => {
+                commands::copy(&from, &to, &mut std::io::stderr().lock())?;
+                Ok(ExitCode::SUCCESS)
+            }
         },
         Command::Analyze(args) if args.send => {
             let path = args

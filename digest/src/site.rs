@@ -4,8 +4,8 @@
 //! migrate` upgrade it.
 
 use anyhow::Context;
-use mpistat_site::{ConfigProblem, SiteConfig};
-use mpistat_store::{ReadStore, WriteStore};
+use mpistat_site::{ConfigProblem, Database, SiteConfig};
+use mpistat_store::{Location, ReadStore, WriteStore};
 use std::path::{Path, PathBuf};
 
 /// Where a site-side command finds its configuration and its database.
@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 pub struct DatabaseOptions {
     /// The site configuration (`None`: [`SiteConfig::path_from_env`]).
     pub config: Option<PathBuf>,
-    /// The database (`None`: `[database] path` of the site configuration).
-    pub database: Option<PathBuf>,
+    /// The database, a SQLite file or a `postgresql://` URL (`None`: `[database]` of the site
+    /// configuration).
+    pub database: Option<String>,
 }
 
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
@@ -104,12 +105,28 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
     }
 }
 
-/// The site configuration and the database it names (or `--database`).
-pub fn config_and_database(args: &DatabaseOptions) -> Result<(SiteConfig, PathBuf), ConfigError> {
+/// The site configuration and the database it names (or `--database`): a SQLite file or a
+/// PostgreSQL URL.
+pub fn config_and_location(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, Location)> {
     let config = config(args.config.as_deref())?;
-    let database = args
-        .database
-        .clone()
-        .unwrap_or_else(|| config.database.path.clone());
-    Ok((config, database))
+    let location = match &args.database {
+        Some(text) => Location::parse(text)?,
+        None => match config.database.database() {
+            Database::Sqlite(path) => Location::Sqlite(path),
+            Database::Postgres(url) => Location::parse(&url)?,
+        },
+    };
+    Ok((config, location))
+}
+
+/// The SQLite database of [`config_and_location`]: the commands but `mpistat db migrate` do
+/// not run on PostgreSQL yet (issue 35 §2), and say so.
+pub fn config_and_database(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, PathBuf)> {
+    match config_and_location(args)? {
+        (config, Location::Sqlite(path)) => Ok((config, path)),
+        (_, Location::Postgres(url)) => anyhow::bail!(
+            "database {url}: this command does not run on PostgreSQL yet (only `mpistat db \
+             migrate` and `mpistat db copy` do; docs/store.md)"
+        ),
+    }
 }

@@ -272,18 +272,48 @@ impl Default for SyslogConfig {
     }
 }
 
-/// Where `mpistat ingest` stores jobs and `mpistat digest` reads them.
+/// Where `mpistat ingest` stores jobs and `mpistat digest` reads them: a SQLite file (`path`,
+/// the default) or a PostgreSQL database (`url`), not both.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// The SQLite database file (created with its directory's permissions if missing).
-    pub path: PathBuf,
+    /// The SQLite database file (created with its directory's permissions if missing). Unset
+    /// in a `[database]` that sets `url`.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// A PostgreSQL database, as a libpq URL (`postgresql://role@/database?host=/run/postgresql`
+    /// for the Unix socket); a password in it is never shown.
+    pub url: Option<String>,
 }
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
-            path: PathBuf::from("/var/lib/mpistat/mpistat.db"),
+            path: Some(PathBuf::from(DEFAULT_DATABASE)),
+            url: None,
+        }
+    }
+}
+
+/// The SQLite database of a site that names none.
+const DEFAULT_DATABASE: &str = "/var/lib/mpistat/mpistat.db";
+
+/// The database `[database]` names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Database {
+    /// `path`: a SQLite file.
+    Sqlite(PathBuf),
+    /// `url`: a PostgreSQL database (the URL as written, password and all).
+    Postgres(String),
+}
+
+impl DatabaseConfig {
+    /// The database named (`url` when set: [`SiteConfig::parse`] refuses both).
+    pub fn database(&self) -> Database {
+        match (&self.url, &self.path) {
+            (Some(url), _) => Database::Postgres(url.clone()),
+            (None, Some(path)) => Database::Sqlite(path.clone()),
+            (None, None) => Database::Sqlite(PathBuf::from(DEFAULT_DATABASE)),
         }
     }
 }
@@ -593,6 +623,10 @@ pub enum ConfigProblem {
          (using totals)"
     )]
     BadCountersFallback { path: String, value: String },
+    #[error("{path}: [database] sets both `path` (SQLite) and `url` (PostgreSQL): keep one")]
+    TwoDatabases { path: String },
+    #[error("{path}: [database] url is no postgresql:// URL")]
+    NotPostgresUrl { path: String },
     #[error("{path}: {setting} {value} is more than {max} (using {max})")]
     TooLarge {
         path: String,
@@ -621,6 +655,17 @@ impl SiteConfig {
                 SiteConfig::default()
             }
         };
+        if let Some(url) = &config.database.url {
+            if config.database.path.is_some() {
+                problems.push(ConfigProblem::TwoDatabases { path: path.into() });
+            }
+            if !["postgresql://", "postgres://"]
+                .iter()
+                .any(|scheme| url.starts_with(scheme))
+            {
+                problems.push(ConfigProblem::NotPostgresUrl { path: path.into() });
+            }
+        }
         config.clamp(path, &mut problems);
         (config, problems)
     }
@@ -763,6 +808,32 @@ mod tests {
     fn unknown_key_is_a_problem_not_silence() {
         let (_, p) = SiteConfig::parse("[syslog]\nsokcet = \"/x\"", "x");
         assert_eq!(p.len(), 1, "{p:?}");
+    }
+
+    #[test]
+    fn the_database_is_a_file_or_a_server_never_both() {
+        let database = |text: &str| {
+            let (c, p) = SiteConfig::parse(text, "x");
+            (c.database.database(), p)
+        };
+        let default = Database::Sqlite(PathBuf::from(DEFAULT_DATABASE));
+        assert_eq!(database(""), (default.clone(), vec![]));
+        assert_eq!(database("[database]"), (default, vec![]));
+        let url = "postgresql://mpistat@/mpistat?host=/run/postgresql";
+        assert_eq!(
+            database(&format!("[database]\nurl = {url:?}")),
+            (Database::Postgres(url.into()), vec![])
+        );
+        let (_, both) = database(&format!("[database]\npath = \"/x.db\"\nurl = {url:?}"));
+        assert!(
+            matches!(&both[..], [ConfigProblem::TwoDatabases { .. }]),
+            "{both:?}"
+        );
+        let (_, not_url) = database("[database]\nurl = \"/var/lib/mpistat.db\"");
+        assert!(
+            matches!(&not_url[..], [ConfigProblem::NotPostgresUrl { .. }]),
+            "{not_url:?}"
+        );
     }
 
     #[test]

@@ -58,8 +58,11 @@
 //! * `rollup_*` (also per hour: `rollup_hours`, `rollup_hour_groups`), `critical_jobs`,
 //!   `rollup_state`: the digest's rollups ([`rollups`]).
 
+mod copy;
+mod location;
 pub mod partials;
 pub mod pool;
+pub mod postgresql;
 mod read;
 pub mod rollups;
 mod rows;
@@ -68,6 +71,8 @@ mod schema;
 pub mod test_support;
 mod write;
 
+pub use copy::{copy, Copied};
+pub use location::{Location, PostgresUrl};
 pub use read::ReadStore;
 pub use rows::{
     deflated_record, inflated_record, CriticalEntry, FiledJob, Inserted, JobOrder, JobRow,
@@ -76,27 +81,27 @@ pub use rows::{
 pub use schema::MIGRATIONS;
 pub use write::{Checkpointer, WriteStore, WriteTx};
 
-use std::path::PathBuf;
-
 /// What went wrong in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot open database {}: {reason}", .path.display())]
-    Open { path: PathBuf, reason: String },
+    #[error("cannot open database {location}: {reason}")]
+    Open { location: Location, reason: String },
+    /// `[database]` or `--database` names no database this mpistat can open.
+    #[error("not a database location: {location}: {reason}")]
+    Location { location: String, reason: String },
     #[error("schema version {found} is newer than this mpistat ({known})")]
     NewerSchema { found: usize, known: usize },
     #[error(
-        "database {} has schema version {found}, this mpistat needs {known}: run `mpistat db \
-         migrate` (or mpistat ingest) as the database's owner first",
-        .path.display()
+        "database {location} has schema version {found}, this mpistat needs {known}: run \
+         `mpistat db migrate` (or mpistat ingest) as the database's owner first"
     )]
     NotMigrated {
-        path: PathBuf,
+        location: Location,
         found: usize,
         known: usize,
     },
-    #[error("cannot upgrade the schema of {}: {reason}", .path.display())]
-    Migration { path: PathBuf, reason: String },
+    #[error("cannot upgrade the schema of {location}: {reason}")]
+    Migration { location: Location, reason: String },
     /// A statement failed (the driver's message).
     #[error("{0}")]
     Sql(String),
@@ -106,6 +111,26 @@ pub enum Error {
     /// A record could not be read (`mpistat_record::wire::stored_record`).
     #[error("{0}")]
     Record(#[from] mpistat_record::wire::Unreadable),
+}
+
+impl Error {
+    /// A reader's check of a database's schema version `found` against the `known` one: a
+    /// newer or an older one is refused (only the write side migrates).
+    pub(crate) fn unless_current(
+        found: usize,
+        known: usize,
+        location: impl FnOnce() -> Location,
+    ) -> Result<()> {
+        match found.cmp(&known) {
+            std::cmp::Ordering::Greater => Err(Error::NewerSchema { found, known }),
+            std::cmp::Ordering::Less => Err(Error::NotMigrated {
+                location: location(),
+                found,
+                known,
+            }),
+            std::cmp::Ordering::Equal => Ok(()),
+        }
+    }
 }
 
 impl From<rusqlite::Error> for Error {

@@ -3,7 +3,7 @@
 use crate::pool::OrderedPool;
 use crate::rows::{checked_record, INDEX_COLUMNS, INDEX_COLUMN_COUNT};
 use crate::{
-    Error, FiledJob, MailStatus, Position, Quarantined, QueuedJob, Received, Result,
+    Error, FiledJob, Location, MailStatus, Position, Quarantined, QueuedJob, Received, Result,
     StoredAnalysis, MIGRATIONS,
 };
 use mpistat_record::JobRecord;
@@ -57,7 +57,7 @@ impl ReadStore {
     /// again by [`ReadStore::refresh`] once a writer has come.
     pub fn open(path: &Path) -> Result<ReadStore> {
         let opened = |reason: rusqlite::Error| Error::Open {
-            path: path.to_path_buf(),
+            location: Location::Sqlite(path.to_path_buf()),
             reason: reason.to_string(),
         };
         let conn = read_only(path, false).map_err(opened)?;
@@ -78,17 +78,9 @@ impl ReadStore {
         // After the first read: setting it reads the schema, which needs the `-shm`.
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(opened)?;
-        let known = MIGRATIONS.len();
-        if found > known {
-            return Err(Error::NewerSchema { found, known });
-        }
-        if found < known {
-            return Err(Error::NotMigrated {
-                path: path.to_path_buf(),
-                found,
-                known,
-            });
-        }
+        Error::unless_current(found, MIGRATIONS.len(), || {
+            Location::Sqlite(path.to_path_buf())
+        })?;
         Ok(ReadStore {
             snapshot,
             ..ReadStore::of(conn, false)

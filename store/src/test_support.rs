@@ -4,7 +4,25 @@
 use crate::Result;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
+use std::collections::BTreeMap;
 use std::path::Path;
+
+pub use crate::postgresql::test_support::{columns as postgres_columns, execute_as_reader};
+
+/// Every table of the SQLite database at `path` and its columns in order.
+pub fn sqlite_columns(path: &Path) -> Result<BTreeMap<String, Vec<String>>> {
+    let conn = Connection::open(path)?;
+    let mut stmt = conn.prepare(
+        "SELECT m.name, c.name FROM sqlite_master AS m, pragma_table_info(m.name) AS c
+         WHERE m.type = 'table' ORDER BY m.name, c.cid",
+    )?;
+    let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for row in stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))? {
+        let (table, column) = row?;
+        tables.entry(table).or_default().push(column);
+    }
+    Ok(tables)
+}
 
 /// Run `sql` (statements, no results) on the database at `path` (made if missing), whatever
 /// its schema.

@@ -4,8 +4,8 @@
 use crate::read::{schema_version, BUSY_TIMEOUT, CACHE_KIB};
 use crate::rows::INDEX_COLUMNS;
 use crate::{
-    Error, FiledJob, Inserted, JobRow, Position, Quarantined, ReadStore, Received, Rejected,
-    Result, MIGRATIONS,
+    Error, FiledJob, Inserted, JobRow, Location, Position, Quarantined, ReadStore, Received,
+    Rejected, Result, MIGRATIONS,
 };
 use mpistat_record::model::stored_key;
 use mpistat_record::{AnalysisRecord, JobIndex};
@@ -44,7 +44,7 @@ impl WriteStore {
     /// schema (the caller makes the file private before, see the digest's `private`).
     fn open_unmigrated(path: &Path, create: bool) -> Result<WriteStore> {
         let opened = |e: rusqlite::Error| Error::Open {
-            path: path.to_path_buf(),
+            location: Location::Sqlite(path.to_path_buf()),
             reason: e.to_string(),
         };
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -100,16 +100,10 @@ impl WriteStore {
     pub fn open_current(path: &Path) -> Result<WriteStore> {
         let store = WriteStore::open_unmigrated(path, false)?;
         let found = schema_version(&store.conn)?;
-        let known = MIGRATIONS.len();
-        match found.cmp(&known) {
-            std::cmp::Ordering::Greater => Err(Error::NewerSchema { found, known }),
-            std::cmp::Ordering::Less => Err(Error::NotMigrated {
-                path: path.to_path_buf(),
-                found,
-                known,
-            }),
-            std::cmp::Ordering::Equal => Ok(store),
-        }
+        Error::unless_current(found, MIGRATIONS.len(), || {
+            Location::Sqlite(path.to_path_buf())
+        })?;
+        Ok(store)
     }
 
     /// A database in memory with the current schema.
@@ -123,7 +117,7 @@ impl WriteStore {
     pub fn migrate(&mut self) -> Result<usize> {
         let path = self.path().unwrap_or_else(|| PathBuf::from(":memory:"));
         let failed = |e: rusqlite::Error| Error::Migration {
-            path: path.clone(),
+            location: Location::Sqlite(path.clone()),
             reason: e.to_string(),
         };
         let conn = &mut self.reader.conn;

@@ -1,6 +1,11 @@
 //! A real PostgreSQL server of the test's own (issue 35 §2): Debian's `postgresql-15` binaries,
 //! `initdb` and `pg_ctl` run as an unprivileged user in a temporary directory, listening on a
 //! Unix socket there and on no TCP port. Stopped (`pg_ctl stop -m fast`) when dropped.
+//!
+//! Roles log in by peer authentication (as the user of their name), but for the roles of the
+//! group `password_login` ([`PostgresServer::password_role`]), which give a password: the test
+//! process, root, connects so as roles of its choice, with the password in the URL as a site
+//! would write it.
 
 use crate::{users::User, workspace::TempDir};
 use std::path::{Path, PathBuf};
@@ -39,6 +44,9 @@ impl PostgresServer {
                 .args(["--auth=peer", "--encoding=UTF8", "--locale=C", "-D"])
                 .arg(&data),
         );
+        // First match wins: the password roles, then everyone by peer (initdb's own rule).
+        let hba = "local all +password_login scram-sha-256\nlocal all all peer\n";
+        std::fs::write(data.join("pg_hba.conf"), hba).unwrap();
         let options = format!(
             "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
             server.socket_dir().display()
@@ -67,6 +75,28 @@ impl PostgresServer {
     pub fn url(&self, role: &str, database: &str) -> String {
         format!(
             "postgresql://{role}@/{database}?host={}",
+            self.socket_dir().display()
+        )
+    }
+
+    /// Make role `role` that logs in with `password` (and may do nothing yet): `SQL` to grant
+    /// it more follows, as the server's superuser.
+    pub fn password_role(&self, role: &str, password: &str) {
+        self.psql(
+            "postgres",
+            &format!(
+                "DO $$ BEGIN CREATE ROLE password_login NOLOGIN; \
+                 EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+                 CREATE ROLE \"{role}\" LOGIN PASSWORD '{password}' IN ROLE password_login"
+            ),
+        );
+    }
+
+    /// A `postgresql://` URL of database `database` as role `role` logging in with `password`,
+    /// over the socket.
+    pub fn password_url(&self, role: &str, password: &str, database: &str) -> String {
+        format!(
+            "postgresql://{role}:{password}@/{database}?host={}",
             self.socket_dir().display()
         )
     }

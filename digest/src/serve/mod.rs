@@ -599,11 +599,7 @@ pub struct Options {
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
 pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
     let (config, db) = crate::site::load(&args.db)?;
-    let database = args
-        .db
-        .database
-        .clone()
-        .unwrap_or_else(|| config.database.path.clone());
+    let (_, database) = crate::site::config_and_database(&args.db)?;
     drop(db);
     let listen = args
         .listen

@@ -8,6 +8,7 @@ mod ingest_digest;
 mod mail_html;
 mod mail_transports;
 mod metrics;
+mod postgresql;
 mod serve;
 mod site_report;
 mod store;
