@@ -1,9 +1,9 @@
-//! What the admin pages say about an interval (seed 003 Sec. VI-VII, Fig. 5-14), added up from
-//! the rollups of its days ([`mpistat_figures::rollup`]): the overview figures, CPU time by job size class
-//! and language, users, routines (with the latency/transfer/sync estimates of the weekly mail,
-//! [`RoutineSums::rows`]), routine groups, message sizes, imbalance, critical jobs and the trend;
-//! and the per-job rules the rollups apply (size class, CPU class, routine group, imbalance).
-//! The page renderers only lay it out.
+//! What the admin pages say about an interval (Rabenseifner, "Automatic MPI Counter Profiling",
+//! Sec. VI-VII, Fig. 5-14), added up from the rollups of its days ([`mpistat_figures::rollup`]):
+//! the overview figures, CPU time by job size class and language, users, routines (with the
+//! latency/transfer/sync estimates of the weekly mail, [`RoutineSums::rows`]), routine groups,
+//! message sizes, imbalance, critical jobs and the trend; and the per-job rules the rollups apply
+//! (size class, CPU class, routine group, imbalance). The page renderers only lay it out.
 
 use super::listing::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS};
 use mpistat_figures::classes::JOB_CPU_CLASSES;

@@ -4,12 +4,12 @@
 //! read, and `mpistat db copy` moves a site's database there and back without changing a page,
 //! a mail or a report.
 
-use mpistat_testkit::synthetic;
 use mpistat_e2e::postgresql::PostgresServer;
 use mpistat_e2e::{mpistat, mpistat_binary, TempDir, User};
 use mpistat_store::postgresql::{check_readable, migrate, MIGRATIONS};
 use mpistat_store::test_support::{execute_as_reader, postgres_columns, sqlite_columns};
 use mpistat_store::{Error, Location, PostgresUrl, WriteStore};
+use mpistat_testkit::synthetic;
 use std::collections::BTreeMap;
 use std::path::Path;
 
