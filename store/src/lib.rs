@@ -58,7 +58,10 @@
 //! * `rollup_*` (also per hour: `rollup_hours`, `rollup_hour_groups`), `critical_jobs`,
 //!   `rollup_state`: the digest's rollups ([`rollups`]).
 
+#[cfg(test)]
+mod backends;
 mod copy;
+mod db;
 mod location;
 pub mod partials;
 pub mod pool;

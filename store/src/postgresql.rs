@@ -1,6 +1,7 @@
-//! The PostgreSQL backend (issue 35 §2), so far: its schema, its migrations under an advisory
-//! lock, and its read side's session, which is read-only and never migrates. The handles'
-//! statements ([`crate::WriteStore`], [`crate::ReadStore`]) are SQLite's still.
+//! The PostgreSQL backend (issue 35 §2): its schema, its migrations under an advisory lock, and
+//! its sessions: the read side's is read-only and never migrates. The handles
+//! ([`crate::WriteStore`], [`crate::ReadStore`]) run their statements on it through
+//! `crate::db`, which names where the dialects differ.
 //!
 //! The schema is a list of its own ([`MIGRATIONS`]), not SQLite's translated entry by entry:
 //! SQLite's published history (tables made again because SQLite cannot drop a UNIQUE or change
@@ -255,6 +256,15 @@ pub(crate) fn connect_to_read(url: &PostgresUrl) -> Result<Client> {
             location: Location::Postgres(url.clone()),
             reason: message(&e),
         })?;
+    let found = schema_version(&mut client)?;
+    Error::unless_current(found, MIGRATIONS.len(), || Location::Postgres(url.clone()))?;
+    Ok(client)
+}
+
+/// Connect to the database at `url` to write, which must have this mpistat's schema (a
+/// command that writes but does not upgrade).
+pub(crate) fn connect_current(url: &PostgresUrl) -> Result<Client> {
+    let mut client = connect(url)?;
     let found = schema_version(&mut client)?;
     Error::unless_current(found, MIGRATIONS.len(), || Location::Postgres(url.clone()))?;
     Ok(client)
