@@ -29,9 +29,9 @@ pub fn copy(from: &Location, to: &Location) -> Result<Copied> {
             let source = ReadStore::open(from)?;
             postgresql::migrate(to)?;
             let mut target = postgresql::connect(to)?;
-            let tables = sqlite_tables(source.db.sqlite()?)?;
+            let tables = sqlite_tables(source.db.sqlite_conn()?)?;
             into_postgres(&mut target, &tables, |table, columns, row| {
-                let mut stmt = source.db.sqlite()?.prepare(&select(table, columns))?;
+                let mut stmt = source.db.sqlite_conn()?.prepare(&select(table, columns))?;
                 let mut rows = stmt.query([])?;
                 while let Some(r) = rows.next()? {
                     let values = (0..columns.len())
@@ -45,7 +45,7 @@ pub fn copy(from: &Location, to: &Location) -> Result<Copied> {
         (Location::Postgres(from), Location::Sqlite(to)) => {
             let mut source = postgresql::connect_to_read(from)?;
             let target = WriteStore::open(to)?;
-            let tables = sqlite_tables(target.db.sqlite()?)?;
+            let tables = sqlite_tables(target.db.sqlite_conn()?)?;
             into_sqlite(&target, &tables, |table, columns, row| {
                 for r in source.query(&select(table, columns), &[]).map_err(sql)? {
                     let values = (0..columns.len())
@@ -159,7 +159,7 @@ fn into_sqlite(
     tables: &Tables,
     mut read: impl FnMut(&str, &[String], &mut dyn FnMut(Vec<Value>) -> Result<()>) -> Result<()>,
 ) -> Result<Copied> {
-    let tx = target.db.sqlite()?.unchecked_transaction()?;
+    let tx = target.db.sqlite_conn()?.unchecked_transaction()?;
     refuse_rows(tables, |table| {
         Ok(tx.query_row(
             &format!("SELECT EXISTS (SELECT 1 FROM \"{table}\")"),

@@ -72,7 +72,18 @@ impl Row<'_> {
     }
 }
 
+/// Prepared statements a SQLite connection keeps (rusqlite's default is 16): every statement
+/// goes through its cache, and ingest's batches alone cycle through more than 16 (jobs, rejected
+/// entries, positions, the partial inbox, a dozen rollup writes), which would prepare them anew
+/// each time.
+const SQLITE_STATEMENTS_KEPT: usize = 64;
+
 impl Db {
+    pub(crate) fn sqlite(conn: Connection) -> Db {
+        conn.set_prepared_statement_cache_capacity(SQLITE_STATEMENTS_KEPT);
+        Db::Sqlite(conn)
+    }
+
     pub(crate) fn postgres(url: PostgresUrl, client: postgres::Client) -> Db {
         Db::Postgres(Box::new(Postgres {
             url,
@@ -90,7 +101,7 @@ impl Db {
     }
 
     /// The SQLite connection, for what only SQLite has (its pragmas, its catalogue, its file).
-    pub(crate) fn sqlite(&self) -> Result<&Connection> {
+    pub(crate) fn sqlite_conn(&self) -> Result<&Connection> {
         match self {
             Db::Sqlite(conn) => Ok(conn),
             Db::Postgres(pg) => Err(Error::Sql(format!(

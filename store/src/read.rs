@@ -97,7 +97,7 @@ impl ReadStore {
         })?;
         Ok(ReadStore {
             snapshot,
-            ..ReadStore::of(Db::Sqlite(conn), false)
+            ..ReadStore::of(Db::sqlite(conn), false)
         })
     }
 
@@ -725,7 +725,7 @@ impl ReadStore {
     pub(crate) fn query_plan(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<String> {
         let mut stmt = self
             .db
-            .sqlite()
+            .sqlite_conn()
             .unwrap()
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .unwrap();

@@ -60,7 +60,7 @@ impl crate::WriteStore {
 
     /// The first column of every row `sql` selects, as text ([`column_of`]).
     pub fn column(&self, sql: &str) -> Result<Vec<String>> {
-        column_of(self.db.sqlite()?, sql)
+        column_of(self.db.sqlite_conn()?, sql)
     }
 }
 

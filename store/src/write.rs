@@ -80,7 +80,7 @@ impl WriteStore {
             .map_err(opened)?;
         conn.pragma_update(None, "cache_size", -CACHE_KIB)
             .map_err(opened)?;
-        Ok(WriteStore::of(Db::Sqlite(conn)))
+        Ok(WriteStore::of(Db::sqlite(conn)))
     }
 
     fn of(db: Db) -> WriteStore {
@@ -126,7 +126,7 @@ impl WriteStore {
     /// that writes but does not upgrade: the mails' bookkeeping, `rebuild-rollups`).
     pub fn open_current(path: &Path) -> Result<WriteStore> {
         let store = WriteStore::open_unmigrated(path, false)?;
-        let found = schema_version(store.db.sqlite()?)?;
+        let found = schema_version(store.db.sqlite_conn()?)?;
         Error::unless_current(found, MIGRATIONS.len(), || {
             Location::Sqlite(path.to_path_buf())
         })?;
