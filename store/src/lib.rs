@@ -1,6 +1,8 @@
 //! The database `mpistat ingest` fills and the digest, the pages and `serve` read: the only
 //! code that speaks SQL, and the only one that depends on a database driver (SQLite, through
-//! rusqlite). No driver type crosses this crate's API; its errors are [`Error`].
+//! rusqlite; PostgreSQL, through `postgres`). No driver type crosses this crate's API; its
+//! errors are [`Error`]. Both handles run on either backend, with one list of statements
+//! (`db.rs` names where the dialects differ); [`Location`] says which.
 //!
 //! Two handles:
 //! * [`WriteStore`] (ingest, escalation, mail bookkeeping, `rebuild-rollups`, `db migrate`):
@@ -8,7 +10,7 @@
 //!   place migrations run), writes, and moves a job whose stored record is not usable to the
 //!   rejected entries ([`ReadStore::take_quarantined`]).
 //! * [`ReadStore`] (digest figures, site report, serve, show): opened read-only
-//!   (`SQLITE_OPEN_READ_ONLY`, `query_only`); it never migrates, quarantines, rebuilds or
+//!   (`SQLITE_OPEN_READ_ONLY`, `query_only`; a read-only PostgreSQL session); it never migrates, quarantines, rebuilds or
 //!   deletes. A database whose schema is not this mpistat's is refused (run `mpistat db
 //!   migrate`); a stored record that is not usable is skipped and said, left for the write side.
 //!
