@@ -563,3 +563,73 @@ fn only_the_write_handle_quarantines_on_both_backends() {
         ]
     });
 }
+
+/// Read positions are kept per log host: two ingests (one per log host) into one database whose
+/// files begin alike each resume their own file; a row from before hosts were kept is taken
+/// over by the first host that saves it.
+#[test]
+fn read_positions_are_each_hosts_own_on_both_backends() {
+    let said = on_both("positions", |location| {
+        let mut said = Vec::new();
+        let mut say = |what: &str, db: &WriteStore| {
+            let positions = db.positions().unwrap();
+            said.push(format!("{what}: {positions:?}"));
+        };
+        let head = |offset| Position {
+            id: 0,
+            head_len: 64,
+            head_crc: 7,
+            offset,
+            stat: None,
+        };
+        let mut first = WriteStore::open_at(location).unwrap();
+        first.set_position_host("log1");
+        let mut second = WriteStore::open_at(location).unwrap();
+        second.set_position_host("log2");
+        // A row as an mpistat that kept no host left it.
+        first
+            .execute_batch(
+                r#"INSERT INTO positions (head_len, head_crc, "offset", path, stat)
+                   VALUES (8, 9, 10, '/var/log/old', NULL)"#,
+            )
+            .unwrap();
+        say("first, before", &first);
+        let tx = first.transaction().unwrap();
+        let mut mine = head(100);
+        mine.id = tx.save_position(&mine, "/var/log/mpistat.log").unwrap();
+        tx.commit().unwrap();
+        say("second, before it saves", &second);
+        let old = second
+            .positions()
+            .unwrap()
+            .into_iter()
+            .find(|p| p.head_len == 8)
+            .unwrap();
+        let tx = second.transaction().unwrap();
+        let theirs = head(7);
+        let id = tx.save_position(&theirs, "/var/log/mpistat.log").unwrap();
+        assert_ne!(id, mine.id, "another row for another host's file");
+        tx.save_position(&Position { offset: 20, ..old }, "/var/log/old")
+            .unwrap();
+        tx.commit().unwrap();
+        say("first, after", &first);
+        say("second, after", &second);
+        said
+    });
+    let row = |id, head_len, head_crc, offset| {
+        format!("Position {{ id: {id}, head_len: {head_len}, head_crc: {head_crc}, offset: {offset}, stat: None }}")
+    };
+    assert_eq!(
+        said,
+        [
+            format!("first, before: [{}]", row(1, 8, 9, 10)),
+            format!("second, before it saves: [{}]", row(1, 8, 9, 10)),
+            format!("first, after: [{}]", row(2, 64, 7, 100)),
+            format!(
+                "second, after: [{}, {}]",
+                row(1, 8, 9, 20),
+                row(3, 64, 7, 7)
+            ),
+        ]
+    );
+}

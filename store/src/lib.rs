@@ -40,7 +40,10 @@
 //!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
 //! * `positions`: how far each input file has been read. A file is identified by its first bytes
 //!   (`head_len`, `head_crc`), which survive renaming and compression by logrotate; `offset` is
-//!   where reading resumes (in the uncompressed text).
+//!   where reading resumes (in the uncompressed text). `position_hosts`: the log host whose file
+//!   each position is ([`WriteStore::set_position_host`], by default this machine's name), so
+//!   that several ingests, one per log host, into one database each resume their own files; a
+//!   position without one is from before, taken over by the first host that saves it.
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the

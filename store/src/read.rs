@@ -39,6 +39,16 @@ pub struct ReadStore {
     /// What readers quarantined or skipped and nobody has taken yet
     /// ([`ReadStore::take_quarantined`]): the command says so where it reports.
     quarantined: RefCell<Vec<Quarantined>>,
+    /// The log host whose files' read positions this handle reads (and its write handle saves):
+    /// this machine's name unless set ([`crate::WriteStore::set_position_host`]).
+    pub(crate) position_host: String,
+}
+
+/// This machine's name (empty if it cannot be read): the log host of the files ingest reads.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default()
 }
 
 impl ReadStore {
@@ -48,6 +58,7 @@ impl ReadStore {
             writable,
             snapshot: None,
             quarantined: RefCell::new(Vec::new()),
+            position_host: this_host(),
         }
     }
 
@@ -122,10 +133,14 @@ impl ReadStore {
         }
     }
 
+    /// The read positions of this handle's log host's files ([`ReadStore::position_host`]),
+    /// and those kept before positions had a host.
     pub fn positions(&self) -> Result<Vec<Position>> {
         self.db.query(
-            r#"SELECT id, head_len, head_crc, "offset", stat FROM positions ORDER BY id"#,
-            &[],
+            r#"SELECT p.id, p.head_len, p.head_crc, p."offset", p.stat
+             FROM positions p LEFT JOIN position_hosts h ON h.id = p.id
+             WHERE h.host = ?1 OR h.host IS NULL ORDER BY p.id"#,
+            &[&self.position_host],
             |row| {
                 Ok(Position {
                     id: row.get(0)?,
@@ -138,7 +153,12 @@ impl ReadStore {
         )
     }
 
-    /// Every file's last name and read position.
+    /// The log host whose files' read positions [`ReadStore::positions`] gives.
+    pub fn position_host(&self) -> &str {
+        &self.position_host
+    }
+
+    /// Every file's last name and read position (of every log host).
     pub fn position_paths(&self) -> Result<Vec<(String, u64)>> {
         self.db.query(
             r#"SELECT path, "offset" FROM positions ORDER BY id"#,

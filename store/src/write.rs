@@ -184,7 +184,7 @@ impl WriteStore {
     /// process (a rollup rebuild's step) committed in between (WAL snapshot conflict).
     /// Committed by [`WriteTx::commit`], rolled back if dropped.
     pub fn transaction(&mut self) -> Result<WriteTx<'_>> {
-        WriteTx::begin(&self.reader.db)
+        WriteTx::begin(&self.reader)
     }
 
     /// Run `work` in a write transaction ([`WriteStore::transaction`]) on a shared handle:
@@ -193,10 +193,16 @@ impl WriteStore {
         &self,
         work: impl FnOnce(&WriteTx<'_>) -> Result<T, E>,
     ) -> Result<T, E> {
-        let tx = WriteTx::begin(&self.reader.db)?;
+        let tx = WriteTx::begin(&self.reader)?;
         let done = work(&tx)?;
         tx.commit()?;
         Ok(done)
+    }
+
+    /// Read and save the read positions of log host `host`'s files (by default this machine's
+    /// name): several ingests into one database, one per log host, each resume their own.
+    pub fn set_position_host(&mut self, host: &str) {
+        self.reader.position_host = host.to_owned();
     }
 
     /// Bulk writes (an ingest run) from here to [`WriteStore::end_bulk`]: a bigger page cache
@@ -445,6 +451,8 @@ impl Checkpointer {
 /// ([`crate::partials`]) and the rollups ([`crate::rollups`]).
 pub struct WriteTx<'conn> {
     pub(crate) db: &'conn Db,
+    /// The log host whose read positions it saves.
+    position_host: &'conn str,
     /// Committed: nothing to roll back when dropped.
     committed: bool,
 }
@@ -458,11 +466,13 @@ impl Drop for WriteTx<'_> {
 }
 
 impl<'conn> WriteTx<'conn> {
-    /// Begin a write transaction on `db`, holding SQLite's write lock from the start.
-    fn begin(db: &'conn Db) -> Result<WriteTx<'conn>> {
-        db.begin(Begin::Immediate)?;
+    /// Begin a write transaction on `store`'s database, holding SQLite's write lock from the
+    /// start.
+    fn begin(store: &'conn ReadStore) -> Result<WriteTx<'conn>> {
+        store.db.begin(Begin::Immediate)?;
         Ok(WriteTx {
-            db,
+            db: &store.db,
+            position_host: &store.position_host,
             committed: false,
         })
     }
@@ -619,8 +629,8 @@ impl<'conn> WriteTx<'conn> {
         Ok(())
     }
 
-    /// Create or update the position row of a file (a new one when its id is 0); returns its
-    /// id.
+    /// Create or update the position row of a file of the handle's log host (a new one when
+    /// its id is 0; a row kept before positions had a host becomes the host's); returns its id.
     pub fn save_position(&self, position: &Position, path: &str) -> Result<i64> {
         let values = params![
             position.head_len,
@@ -629,24 +639,31 @@ impl<'conn> WriteTx<'conn> {
             path,
             position.stat
         ];
-        if position.id <= 0 {
-            return self.db.query_one(
+        let id = if position.id <= 0 {
+            self.db.query_one(
                 r#"INSERT INTO positions (head_len, head_crc, "offset", path, stat)
                  VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id"#,
                 values,
                 |row| row.get(0),
-            );
-        }
-        let mut with_id: Vec<&dyn rusqlite::ToSql> = values.to_vec();
-        with_id.push(&position.id);
+            )?
+        } else {
+            let mut with_id: Vec<&dyn rusqlite::ToSql> = values.to_vec();
+            with_id.push(&position.id);
+            self.db.execute(
+                r#"INSERT INTO positions (head_len, head_crc, "offset", path, stat, id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET head_len = excluded.head_len,
+                     head_crc = excluded.head_crc, "offset" = excluded."offset",
+                     path = excluded.path, stat = excluded.stat"#,
+                &with_id,
+            )?;
+            position.id
+        };
         self.db.execute(
-            r#"INSERT INTO positions (head_len, head_crc, "offset", path, stat, id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (id) DO UPDATE SET head_len = excluded.head_len,
-                 head_crc = excluded.head_crc, "offset" = excluded."offset",
-                 path = excluded.path, stat = excluded.stat"#,
-            &with_id,
+            "INSERT INTO position_hosts (id, host) VALUES (?1, ?2)
+             ON CONFLICT (id) DO UPDATE SET host = excluded.host",
+            params![id, self.position_host],
         )?;
-        Ok(position.id)
+        Ok(id)
     }
 }
