@@ -123,15 +123,9 @@ impl Db {
     pub(crate) fn execute(&self, sql: &str, params: &[&dyn ToSql]) -> Result<u64> {
         match self {
             Db::Sqlite(conn) => Ok(conn.prepare_cached(sql)?.execute(params)? as u64),
-            Db::Postgres(pg) => {
-                let (statement, params) = pg.bind(sql, params)?;
-                let params: Vec<&(dyn PgToSql + Sync)> =
-                    params.iter().map(|p| p.as_ref()).collect();
-                pg.client
-                    .borrow_mut()
-                    .execute(&statement, &params)
-                    .map_err(pg_error)
-            }
+            Db::Postgres(pg) => pg.run(sql, params, |client, statement, params| {
+                client.execute(statement, params)
+            }),
         }
     }
 
@@ -171,15 +165,9 @@ impl Db {
                 Ok(())
             }
             Db::Postgres(pg) => {
-                let rows = {
-                    let (statement, params) = pg.bind(sql, params)?;
-                    let params: Vec<&(dyn PgToSql + Sync)> =
-                        params.iter().map(|p| p.as_ref()).collect();
-                    pg.client
-                        .borrow_mut()
-                        .query(&statement, &params)
-                        .map_err(pg_error)?
-                };
+                let rows = pg.run(sql, params, |client, statement, params| {
+                    client.query(statement, params)
+                })?;
                 for row in &rows {
                     if each(&Row::Postgres(row))? {
                         break;
@@ -279,6 +267,22 @@ impl Db {
 }
 
 impl Postgres {
+    /// `call` with the session, the prepared statement of `sql` and `params` as it takes them.
+    fn run<T>(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        call: impl FnOnce(
+            &mut postgres::Client,
+            &postgres::Statement,
+            &[&(dyn PgToSql + Sync)],
+        ) -> std::result::Result<T, postgres::Error>,
+    ) -> Result<T> {
+        let (statement, params) = self.bind(sql, params)?;
+        let params: Vec<&(dyn PgToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
+        call(&mut self.client.borrow_mut(), &statement, &params).map_err(pg_error)
+    }
+
     /// The prepared statement of `sql` (SQLite's text: placeholders become `$n`) and `params`
     /// as the types it takes.
     fn bind(
