@@ -220,8 +220,13 @@ impl Db {
         Ok(())
     }
 
+    /// Commit; a commit that fails is rolled back (SQLite keeps the transaction open when its
+    /// COMMIT fails, as rusqlite's transactions, which this replaces, did not).
     pub(crate) fn commit(&self) -> Result<()> {
         let done = self.batch("COMMIT");
+        if done.is_err() {
+            let _ = self.batch("ROLLBACK");
+        }
         self.note_transaction(false);
         done
     }
