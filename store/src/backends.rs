@@ -633,3 +633,34 @@ fn read_positions_are_each_hosts_own_on_both_backends() {
         ]
     );
 }
+
+/// A long-lived reader (`serve`'s workers) whose PostgreSQL session the server closed (a
+/// restart, an administrator) connects again when refreshed before its next request.
+#[test]
+fn a_postgresql_reader_connects_again_when_refreshed() {
+    let server = crate::test_support::PostgresForTest::start();
+    let location = server.location();
+    let writer = WriteStore::open_at(&location).unwrap();
+    let mut reader = ReadStore::open_at(&location).unwrap();
+    assert_eq!(reader.job_count().unwrap(), 0);
+    writer
+        .execute_batch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        )
+        .unwrap();
+    // Terminating signals the session: wait until it has ended.
+    let others = "SELECT count(*) FROM pg_stat_activity
+                  WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'";
+    while writer
+        .db
+        .query_one(others, &[], |row| row.get::<i64>(0))
+        .unwrap()
+        > 0
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(reader.job_count().is_err(), "the session is gone");
+    reader.refresh().unwrap();
+    assert_eq!(reader.job_count().unwrap(), 0);
+}

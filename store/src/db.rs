@@ -272,6 +272,15 @@ impl Db {
 }
 
 impl Postgres {
+    /// The session no longer answers (the server closed it): checked by a round trip, as the
+    /// client may not have seen the end yet when a statement failed for it.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.client
+            .borrow_mut()
+            .is_valid(std::time::Duration::from_secs(10))
+            .is_err()
+    }
+
     /// `call` with the session, the prepared statement of `sql` and `params` as it takes them.
     fn run<T>(
         &self,

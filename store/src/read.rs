@@ -114,8 +114,16 @@ impl ReadStore {
 
     /// A read handle read as a snapshot ([`ReadStore::open`]) is opened again if a writer has
     /// come since (a `-wal` file, or another modification time): a long-lived reader
-    /// (`serve`'s workers) calls this before each request.
+    /// (`serve`'s workers) calls this before each request. A PostgreSQL reader whose session
+    /// the server closed (a restart, an administrator) connects again (asking the server
+    /// costs a round trip).
     pub fn refresh(&mut self) -> Result<()> {
+        if let Db::Postgres(pg) = &self.db {
+            if !self.writable && pg.is_closed() {
+                *self = ReadStore::open_at(&Location::Postgres(pg.url.clone()))?;
+            }
+            return Ok(());
+        }
         if let Some((path, then)) = &self.snapshot {
             if wal_of(path).exists() || modified(path) != *then {
                 let path = path.clone();
