@@ -510,7 +510,8 @@ fn the_partial_inbox_on_both_backends() {
 }
 
 /// The read handle changes nothing on either backend: an unusable record is skipped and said,
-/// the database refuses its writes; the write handle moves the record to the rejected entries.
+/// the database refuses its writes, and a database of another schema is refused; the write
+/// handle moves the record to the rejected entries.
 #[test]
 fn only_the_write_handle_quarantines_on_both_backends() {
     on_both("quarantine", |location| {
@@ -539,7 +540,8 @@ fn only_the_write_handle_quarantines_on_both_backends() {
         assert_eq!(reader.job(&bad_row.key).unwrap(), None);
         let skipped = reader.take_quarantined();
         assert!(
-            matches!(&skipped[..], [Quarantined::Left { .. }]),
+            matches!(&skipped[..], [Quarantined::Left { detail }]
+                if detail.contains("the stored record is not readable")),
             "{skipped:?}"
         );
         assert_eq!(
@@ -557,10 +559,23 @@ fn only_the_write_handle_quarantines_on_both_backends() {
             matches!(&moved[..], [Quarantined::Moved { .. }]),
             "{moved:?}"
         );
-        vec![
+        let said = vec![
             format!("jobs: {}", writer.job_count().unwrap()),
             format!("rejected: {:?}", writer.rejected().unwrap()),
-        ]
+        ];
+        // The schema of an older mpistat: the reader refuses it.
+        let older = match location {
+            Location::Sqlite(_) => "PRAGMA user_version = 1",
+            Location::Postgres(_) => "UPDATE schema_version SET version = 1",
+        };
+        writer.execute_batch(older).unwrap();
+        drop(writer);
+        let refused = ReadStore::open_at(location).err();
+        assert!(
+            matches!(refused, Some(crate::Error::NotMigrated { found: 1, .. })),
+            "{refused:?}"
+        );
+        said
     });
 }
 
