@@ -222,6 +222,15 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE TABLE position_hosts (id BIGINT PRIMARY KEY, host TEXT COLLATE "C" NOT NULL);
 "#,
+    // PostgreSQL's own: the users' rollups keep their sums of rank-nanoseconds as real numbers,
+    // as SQLite's INTEGER columns do past i64::MAX (292 rank-years: one heavy user's month at a
+    // large centre), which BIGINT refused.
+    r#"
+    ALTER TABLE rollup_users ALTER COLUMN wall_ns TYPE DOUBLE PRECISION,
+        ALTER COLUMN mpi_ns TYPE DOUBLE PRECISION;
+    ALTER TABLE rollup_user_months ALTER COLUMN wall_ns TYPE DOUBLE PRECISION,
+        ALTER COLUMN mpi_ns TYPE DOUBLE PRECISION;
+"#,
 ];
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that
