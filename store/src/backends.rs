@@ -680,3 +680,41 @@ fn a_postgresql_reader_connects_again_when_refreshed() {
     reader.refresh().unwrap();
     assert_eq!(reader.job_count().unwrap(), 0);
 }
+
+/// A read of many jobs hands them over in end order, the handle free for other reads meanwhile
+/// (PostgreSQL's come from a cursor, a chunk at a time, not as one whole result).
+#[test]
+fn many_jobs_are_read_in_order_on_both_backends() {
+    on_both("many", |location| {
+        let mut db = WriteStore::open_at(location).unwrap();
+        let jobs = 2_500;
+        let tx = db.transaction().unwrap();
+        for n in (0..jobs).rev() {
+            tx.insert_job(&job("alice", 1000, n).1).unwrap();
+        }
+        tx.commit().unwrap();
+        let mut ends = Vec::new();
+        db.each_job_ended_between(0, u64::MAX >> 1, |record| {
+            if ends.len() % 1000 == 999 {
+                assert_eq!(db.job_count().unwrap(), jobs);
+                if let Location::Postgres(_) = location {
+                    let cursors = "SELECT count(*) FROM pg_cursors WHERE name LIKE 'mpistat%'";
+                    let open = db.db.query_one(cursors, &[], |row| row.get::<i64>(0));
+                    assert_eq!(open.unwrap(), 1, "read from a cursor");
+                }
+            }
+            ends.push(record.end_unix_ms);
+        })
+        .unwrap();
+        assert_eq!(
+            ends,
+            (0..jobs).map(|n| BASE_MS + n * 60_000).collect::<Vec<_>>()
+        );
+        let reader = ReadStore::open_at(location).unwrap();
+        let mut read = 0;
+        reader
+            .each_job_ended_between(BASE_MS, BASE_MS + 1_000 * 60_000, |_| read += 1)
+            .unwrap();
+        vec![format!("read: {read}")]
+    });
+}

@@ -7,6 +7,10 @@
 //! `strpos` for `instr`, no `INDEXED BY`, a JSON array's elements for `json_each`, the rollup
 //! swap's catalogue.
 //!
+//! A PostgreSQL query's rows are read whole before they are handed on (so that the caller may use
+//! the connection meanwhile), but for the reads of many rows ([`Db::stream`]: the records of an
+//! interval), which come from a cursor a chunk at a time.
+//!
 //! Values cross as SQLite's ([`Value`]): parameters are anything rusqlite can bind, rows are
 //! read with rusqlite's conversions ([`Row::get`]), so both backends read a column alike.
 
@@ -33,7 +37,12 @@ pub(crate) struct Postgres {
     /// Inside a transaction begun by [`Db::begin`] (PostgreSQL cannot take a savepoint outside
     /// one, where SQLite begins one).
     in_transaction: Cell<bool>,
+    /// Cursors open now ([`Db::stream`]): the next one's name.
+    cursors: Cell<usize>,
 }
+
+/// Rows a PostgreSQL cursor hands over at a time ([`Db::stream`]).
+const CURSOR_ROWS: usize = 1_000;
 
 /// The connection of a handle.
 pub(crate) enum Db {
@@ -90,6 +99,7 @@ impl Db {
             client: RefCell::new(client),
             statements: RefCell::new(HashMap::new()),
             in_transaction: Cell::new(false),
+            cursors: Cell::new(0),
         }))
     }
 
@@ -176,6 +186,63 @@ impl Db {
                 Ok(())
             }
         }
+    }
+
+    /// [`Db::each`] for a query of many rows (a week's records): PostgreSQL's come from a
+    /// cursor, [`CURSOR_ROWS`] at a time, never the whole result in memory at once (in a
+    /// transaction of its own unless one is open); SQLite's as [`Db::each`] gives them.
+    pub(crate) fn stream(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+        mut each: impl FnMut(&Row<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        let Db::Postgres(pg) = self else {
+            return self.each(sql, params, each);
+        };
+        let own = !self.in_transaction();
+        if own {
+            self.begin(Begin::Deferred)?;
+        }
+        // Named by depth: `each` may read with a cursor of its own meanwhile.
+        let depth = pg.cursors.get();
+        let cursor = format!("mpistat_rows_{depth}");
+        pg.cursors.set(depth + 1);
+        let fetch = format!("FETCH {CURSOR_ROWS} FROM {cursor}");
+        let read = (|| -> Result<()> {
+            pg.run(
+                &format!("DECLARE {cursor} NO SCROLL CURSOR FOR {sql}"),
+                params,
+                |client, statement, params| client.execute(statement, params),
+            )?;
+            loop {
+                let rows = pg.run(&fetch, &[], |client, statement, _| {
+                    client.query(statement, &[])
+                })?;
+                for row in &rows {
+                    if each(&Row::Postgres(row))? {
+                        return Ok(());
+                    }
+                }
+                if rows.len() < CURSOR_ROWS {
+                    return Ok(());
+                }
+            }
+        })();
+        pg.cursors.set(depth);
+        let ended = match (&read, own) {
+            (Ok(()), true) => self.commit(),
+            (Err(_), true) => self.rollback(),
+            (Ok(()), false) => self.batch(&format!("CLOSE {cursor}")),
+            // The caller's transaction goes on (unless the error aborted it): the cursor's
+            // name is to be free for the next read.
+            (Err(_), false) => {
+                let _ = self.batch(&format!("CLOSE {cursor}"));
+                Ok(())
+            }
+        };
+        read?;
+        ended
     }
 
     /// The first row `sql` selects, if any, as `map` makes it.

@@ -269,7 +269,7 @@ impl ReadStore {
                 Ok(record) => each(&filed, record),
                 Err(detail) => unusable.push((filed, detail)),
             };
-            self.db.each(sql, params, |row| {
+            self.db.stream(sql, params, |row| {
                 decoders.send((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?));
                 while let Some(decoded) = decoders.next(false) {
                     take(decoded);
