@@ -3,9 +3,10 @@
 //! (`tests/tests/postgresql.rs` checks the schemas agree); rows are copied as they are, column
 //! by column, in one transaction of the target: a copy that fails leaves it empty.
 
+use crate::db::{from_postgres, to_postgres};
 use crate::postgresql;
 use crate::{Error, Location, ReadStore, Result, WriteStore};
-use postgres::types::{ToSql, Type};
+use postgres::types::ToSql;
 use postgres::Client;
 use rusqlite::types::Value;
 
@@ -28,9 +29,9 @@ pub fn copy(from: &Location, to: &Location) -> Result<Copied> {
             let source = ReadStore::open(from)?;
             postgresql::migrate(to)?;
             let mut target = postgresql::connect(to)?;
-            let tables = sqlite_tables(&source.conn)?;
+            let tables = sqlite_tables(source.db.sqlite_conn()?)?;
             into_postgres(&mut target, &tables, |table, columns, row| {
-                let mut stmt = source.conn.prepare(&select(table, columns))?;
+                let mut stmt = source.db.sqlite_conn()?.prepare(&select(table, columns))?;
                 let mut rows = stmt.query([])?;
                 while let Some(r) = rows.next()? {
                     let values = (0..columns.len())
@@ -44,7 +45,7 @@ pub fn copy(from: &Location, to: &Location) -> Result<Copied> {
         (Location::Postgres(from), Location::Sqlite(to)) => {
             let mut source = postgresql::connect_to_read(from)?;
             let target = WriteStore::open(to)?;
-            let tables = sqlite_tables(&target.conn)?;
+            let tables = sqlite_tables(target.db.sqlite_conn()?)?;
             into_sqlite(&target, &tables, |table, columns, row| {
                 for r in source.query(&select(table, columns), &[]).map_err(sql)? {
                     let values = (0..columns.len())
@@ -131,7 +132,7 @@ fn into_postgres(
                 .iter()
                 .zip(&types)
                 .zip(columns)
-                .map(|((value, ty), column)| to_postgres(value, ty, table, column))
+                .map(|((value, ty), column)| to_postgres(value, ty, &format!("{table}.{column}")))
                 .collect::<Result<Vec<_>>>()?;
             let params: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref()).collect();
             tx.execute(&statement, &params).map_err(sql)?;
@@ -158,7 +159,7 @@ fn into_sqlite(
     tables: &Tables,
     mut read: impl FnMut(&str, &[String], &mut dyn FnMut(Vec<Value>) -> Result<()>) -> Result<()>,
 ) -> Result<Copied> {
-    let tx = target.conn.unchecked_transaction()?;
+    let tx = target.db.sqlite_conn()?.unchecked_transaction()?;
     refuse_rows(tables, |table| {
         Ok(tx.query_row(
             &format!("SELECT EXISTS (SELECT 1 FROM \"{table}\")"),
@@ -204,50 +205,4 @@ fn refuse_rows(tables: &Tables, mut has_rows: impl FnMut(&str) -> Result<bool>) 
         }
     }
     Ok(())
-}
-
-/// `value` of `table.column` as the parameter of PostgreSQL type `ty`.
-fn to_postgres(
-    value: &Value,
-    ty: &Type,
-    table: &str,
-    column: &str,
-) -> Result<Box<dyn ToSql + Sync>> {
-    Ok(match (value, ty) {
-        (Value::Null, &Type::INT8) => Box::new(None::<i64>),
-        (Value::Null, &Type::FLOAT8) => Box::new(None::<f64>),
-        (Value::Null, &Type::BYTEA) => Box::new(None::<Vec<u8>>),
-        (Value::Null, _) => Box::new(None::<String>),
-        (Value::Integer(i), &Type::INT8) => Box::new(*i),
-        (Value::Integer(i), &Type::FLOAT8) => Box::new(*i as f64),
-        (Value::Real(r), &Type::FLOAT8) => Box::new(*r),
-        (Value::Text(t), &Type::TEXT) => Box::new(t.clone()),
-        (Value::Blob(b), &Type::BYTEA) => Box::new(b.clone()),
-        _ => {
-            // E.g. a record of the first schema, stored as plain JSON text, which PostgreSQL's
-            // BYTEA column could not tell from a compressed one.
-            return Err(Error::Data(format!(
-                "{table}.{column}: a {} value cannot be copied into PostgreSQL's {ty} column",
-                value.data_type()
-            )));
-        }
-    })
-}
-
-/// Column `i` of a PostgreSQL row as the SQLite value it came from.
-fn from_postgres(row: &postgres::Row, i: usize) -> Result<Value> {
-    let ty = row.columns()[i].type_();
-    let value = match *ty {
-        Type::INT8 => row.get::<_, Option<i64>>(i).map(Value::Integer),
-        Type::FLOAT8 => row.get::<_, Option<f64>>(i).map(Value::Real),
-        Type::TEXT => row.get::<_, Option<String>>(i).map(Value::Text),
-        Type::BYTEA => row.get::<_, Option<Vec<u8>>>(i).map(Value::Blob),
-        _ => {
-            return Err(Error::Data(format!(
-                "column {}: PostgreSQL type {ty} is none of mpistat's",
-                row.columns()[i].name()
-            )))
-        }
-    };
-    Ok(value.unwrap_or(Value::Null))
 }

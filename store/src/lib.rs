@@ -1,6 +1,8 @@
 //! The database `mpistat ingest` fills and the digest, the pages and `serve` read: the only
 //! code that speaks SQL, and the only one that depends on a database driver (SQLite, through
-//! rusqlite). No driver type crosses this crate's API; its errors are [`Error`].
+//! rusqlite; PostgreSQL, through `postgres`). No driver type crosses this crate's API; its
+//! errors are [`Error`]. Both handles run on either backend, with one list of statements
+//! (`db.rs` names where the dialects differ); [`Location`] says which.
 //!
 //! Two handles:
 //! * [`WriteStore`] (ingest, escalation, mail bookkeeping, `rebuild-rollups`, `db migrate`):
@@ -8,7 +10,7 @@
 //!   place migrations run), writes, and moves a job whose stored record is not usable to the
 //!   rejected entries ([`ReadStore::take_quarantined`]).
 //! * [`ReadStore`] (digest figures, site report, serve, show): opened read-only
-//!   (`SQLITE_OPEN_READ_ONLY`, `query_only`); it never migrates, quarantines, rebuilds or
+//!   (`SQLITE_OPEN_READ_ONLY`, `query_only`; a read-only PostgreSQL session); it never migrates, quarantines, rebuilds or
 //!   deletes. A database whose schema is not this mpistat's is refused (run `mpistat db
 //!   migrate`); a stored record that is not usable is skipped and said, left for the write side.
 //!
@@ -38,7 +40,10 @@
 //!   `<file id>:<byte offset>` of a line), so that reading the same input again adds nothing.
 //! * `positions`: how far each input file has been read. A file is identified by its first bytes
 //!   (`head_len`, `head_crc`), which survive renaming and compression by logrotate; `offset` is
-//!   where reading resumes (in the uncompressed text).
+//!   where reading resumes (in the uncompressed text). `position_hosts`: the log host whose file
+//!   each position is ([`WriteStore::set_position_host`], by default this machine's name), so
+//!   that several ingests, one per log host, into one database each resume their own files; a
+//!   position without one is from before, taken over by the first host that saves it.
 //! * `mails`: one row per (user, week) mail: sent, or failed with the error and the number of
 //!   attempts.
 //! * `escalation_queue`: jobs the escalation rules are still to look at (traced, or meeting the
@@ -58,7 +63,10 @@
 //! * `rollup_*` (also per hour: `rollup_hours`, `rollup_hour_groups`), `critical_jobs`,
 //!   `rollup_state`: the digest's rollups ([`rollups`]).
 
+#[cfg(test)]
+mod backends;
 mod copy;
+mod db;
 mod location;
 pub mod partials;
 pub mod pool;

@@ -16,6 +16,18 @@ pub struct HeldHalf {
     pub look: bool,
 }
 
+impl HeldHalf {
+    /// From a row of `end_ms, key, record, look`.
+    fn of(row: &crate::db::Row<'_>) -> Result<HeldHalf> {
+        Ok(HeldHalf {
+            end_ms: row.get(0)?,
+            key: row.get(1)?,
+            deflated: row.get(2)?,
+            look: row.get(3)?,
+        })
+    }
+}
+
 /// The state of a row of the inbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HalfState {
@@ -52,14 +64,10 @@ impl WriteTx<'_> {
     /// row of its end and key is there already (read before, or another record under them):
     /// returns whether it was held.
     pub fn hold_half(&self, half: &HeldHalf, name: &str, uid: u32, now_ms: u64) -> Result<bool> {
-        let held = self
-            .tx
-            .prepare_cached(
-                "INSERT OR IGNORE INTO partial_inbox
-                     (end_ms, key, half, uid, look, record, state, held_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'held', ?7)",
-            )?
-            .execute(params![
+        let held = self.db.execute(
+            "INSERT INTO partial_inbox (end_ms, key, half, uid, look, record, state, held_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'held', ?7) ON CONFLICT DO NOTHING",
+            params![
                 half.end_ms,
                 half.key,
                 name,
@@ -67,23 +75,26 @@ impl WriteTx<'_> {
                 half.look,
                 half.deflated,
                 now_ms
-            ])?;
+            ],
+        )?;
         Ok(held == 1)
     }
 
     /// The record (deflated) of the inbox's row of `end_ms` and `key`.
     pub fn held_record(&self, end_ms: u64, key: &str) -> Result<Vec<u8>> {
-        Ok(self
-            .tx
-            .prepare_cached("SELECT record FROM partial_inbox WHERE end_ms = ?1 AND key = ?2")?
-            .query_row(params![end_ms, key], |row| row.get(0))?)
+        self.db.query_one(
+            "SELECT record FROM partial_inbox WHERE end_ms = ?1 AND key = ?2",
+            params![end_ms, key],
+            |row| row.get(0),
+        )
     }
 
     /// Mark the row (`end_ms`, `key`) of the inbox as in `state`.
     pub fn mark_half(&self, end_ms: u64, key: &str, state: HalfState) -> Result<()> {
-        self.tx
-            .prepare_cached("UPDATE partial_inbox SET state = ?3 WHERE end_ms = ?1 AND key = ?2")?
-            .execute(params![end_ms, key, state.name()])?;
+        self.db.execute(
+            "UPDATE partial_inbox SET state = ?3 WHERE end_ms = ?1 AND key = ?2",
+            params![end_ms, key, state.name()],
+        )?;
         Ok(())
     }
 
@@ -96,34 +107,16 @@ impl WriteTx<'_> {
         state: HalfState,
         mut each: impl FnMut(HeldHalf) -> Result<bool>,
     ) -> Result<()> {
-        let mut stmt = self.tx.prepare_cached(OTHER_HALF)?;
-        let mut rows = stmt.query(params![uid, name, from, to, state.name()])?;
-        while let Some(row) = rows.next()? {
-            let half = HeldHalf {
-                end_ms: row.get(0)?,
-                key: row.get(1)?,
-                deflated: row.get(2)?,
-                look: row.get(3)?,
-            };
-            if each(half)? {
-                break;
-            }
-        }
-        Ok(())
+        self.db.each(
+            OTHER_HALF,
+            params![uid, name, from, to, state.name()],
+            |row| each(HeldHalf::of(row)?),
+        )
     }
 
     /// The held halves that were held at `held_to_ms` or before, marked stored (in no order).
     pub fn take_lone_halves(&self, held_to_ms: u64) -> Result<Vec<HeldHalf>> {
-        let mut stmt = self.tx.prepare(LONE)?;
-        let rows = stmt.query_map([held_to_ms], |row| {
-            Ok(HeldHalf {
-                end_ms: row.get(0)?,
-                key: row.get(1)?,
-                deflated: row.get(2)?,
-                look: row.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(LONE, &[&held_to_ms], HeldHalf::of)
     }
 }
 

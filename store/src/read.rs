@@ -1,5 +1,6 @@
 //! The read handle, and the reads both handles share.
 
+use crate::db::{Begin, Db, Dialect};
 use crate::pool::OrderedPool;
 use crate::rows::{checked_record, INDEX_COLUMNS, INDEX_COLUMN_COUNT};
 use crate::{
@@ -8,7 +9,7 @@ use crate::{
 };
 use mpistat_record::JobRecord;
 use rusqlite::types::Value;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags, ToSql};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,12 +23,13 @@ pub(crate) const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_s
 /// busy week's pages.
 pub(crate) const CACHE_KIB: i64 = 65_536;
 
-/// A database opened to read: read-only (`SQLITE_OPEN_READ_ONLY` and `query_only`), its schema
-/// this mpistat's (else it is refused: only the write side migrates). Its reads are also the
-/// write handle's ([`crate::WriteStore`] derefs to one); there, a job whose stored record is not
-/// usable is quarantined, here it is only skipped ([`Quarantined::Left`]).
+/// A database opened to read: read-only (SQLite: `SQLITE_OPEN_READ_ONLY` and `query_only`;
+/// PostgreSQL: a read-only session), its schema this mpistat's (else it is refused: only the
+/// write side migrates). Its reads are also the write handle's ([`crate::WriteStore`] derefs to
+/// one); there, a job whose stored record is not usable is quarantined, here it is only skipped
+/// ([`Quarantined::Left`]).
 pub struct ReadStore {
-    pub(crate) conn: Connection,
+    pub(crate) db: Db,
     /// The write handle's reader: moves unusable records to the rejected entries.
     pub(crate) writable: bool,
     /// Read as a snapshot (SQLite's `immutable`): neither the database's directory nor a `-shm`
@@ -37,15 +39,38 @@ pub struct ReadStore {
     /// What readers quarantined or skipped and nobody has taken yet
     /// ([`ReadStore::take_quarantined`]): the command says so where it reports.
     quarantined: RefCell<Vec<Quarantined>>,
+    /// The log host whose files' read positions this handle reads (and its write handle saves):
+    /// this machine's name unless set ([`crate::WriteStore::set_position_host`]).
+    pub(crate) position_host: String,
+}
+
+/// This machine's name (empty if it cannot be read): the log host of the files ingest reads.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .unwrap_or_default()
 }
 
 impl ReadStore {
-    pub(crate) fn of(conn: Connection, writable: bool) -> ReadStore {
+    pub(crate) fn of(db: Db, writable: bool) -> ReadStore {
         ReadStore {
-            conn,
+            db,
             writable,
             snapshot: None,
             quarantined: RefCell::new(Vec::new()),
+            position_host: this_host(),
+        }
+    }
+
+    /// Open the database at `location` to read ([`ReadStore::open`] for a SQLite file; a
+    /// PostgreSQL database in a read-only session).
+    pub fn open_at(location: &Location) -> Result<ReadStore> {
+        match location {
+            Location::Sqlite(path) => ReadStore::open(path),
+            Location::Postgres(url) => Ok(ReadStore::of(
+                Db::postgres(url.clone(), crate::postgresql::connect_to_read(url)?),
+                false,
+            )),
         }
     }
 
@@ -83,14 +108,22 @@ impl ReadStore {
         })?;
         Ok(ReadStore {
             snapshot,
-            ..ReadStore::of(conn, false)
+            ..ReadStore::of(Db::sqlite(conn), false)
         })
     }
 
     /// A read handle read as a snapshot ([`ReadStore::open`]) is opened again if a writer has
     /// come since (a `-wal` file, or another modification time): a long-lived reader
-    /// (`serve`'s workers) calls this before each request.
+    /// (`serve`'s workers) calls this before each request. A PostgreSQL reader whose session
+    /// the server closed (a restart, an administrator) connects again (asking the server
+    /// costs a round trip).
     pub fn refresh(&mut self) -> Result<()> {
+        if let Db::Postgres(pg) = &self.db {
+            if !self.writable && pg.is_closed() {
+                *self = ReadStore::open_at(&Location::Postgres(pg.url.clone()))?;
+            }
+            return Ok(());
+        }
         if let Some((path, then)) = &self.snapshot {
             if wal_of(path).exists() || modified(path) != *then {
                 let path = path.clone();
@@ -100,54 +133,60 @@ impl ReadStore {
         Ok(())
     }
 
-    /// The database's file (`None`: in memory).
+    /// The database's file (`None`: in memory, or PostgreSQL).
     pub fn path(&self) -> Option<PathBuf> {
-        self.conn
-            .path()
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
+        match &self.db {
+            Db::Sqlite(conn) => conn.path().filter(|p| !p.is_empty()).map(PathBuf::from),
+            Db::Postgres(_) => None,
+        }
     }
 
+    /// The read positions of this handle's log host's files ([`ReadStore::position_host`]),
+    /// and those kept before positions had a host.
     pub fn positions(&self) -> Result<Vec<Position>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, head_len, head_crc, offset, stat FROM positions ORDER BY id")?;
-        let rows = stmt.query_map([], |row| {
-            Ok(Position {
-                id: row.get(0)?,
-                head_len: row.get(1)?,
-                head_crc: row.get(2)?,
-                offset: row.get(3)?,
-                stat: row.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            r#"SELECT p.id, p.head_len, p.head_crc, p."offset", p.stat
+             FROM positions p LEFT JOIN position_hosts h ON h.id = p.id
+             WHERE h.host = ?1 OR h.host IS NULL ORDER BY p.id"#,
+            &[&self.position_host],
+            |row| {
+                Ok(Position {
+                    id: row.get(0)?,
+                    head_len: row.get(1)?,
+                    head_crc: row.get(2)?,
+                    offset: row.get(3)?,
+                    stat: row.get(4)?,
+                })
+            },
+        )
     }
 
-    /// Every file's last name and read position.
+    /// The log host whose files' read positions [`ReadStore::positions`] gives.
+    pub fn position_host(&self) -> &str {
+        &self.position_host
+    }
+
+    /// Every file's last name and read position (of every log host).
     pub fn position_paths(&self) -> Result<Vec<(String, u64)>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT path, offset FROM positions ORDER BY id")?;
-        let rows = stmt.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            r#"SELECT path, "offset" FROM positions ORDER BY id"#,
+            &[],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
     }
 
     pub fn job_count(&self) -> Result<u64> {
-        Ok(self
-            .conn
-            .query_row("SELECT count(*) FROM jobs", [], |row| row.get(0))?)
+        self.db
+            .query_one("SELECT count(*) FROM jobs", &[], |row| row.get(0))
     }
 
     /// Rejected entries (kind, reference, source, detail), by kind then reference.
     pub fn rejected(&self) -> Result<Vec<(String, String, String, String)>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT kind, ref, source, detail FROM rejected ORDER BY kind, ref")?;
-        let rows = stmt.query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            "SELECT kind, ref, source, detail FROM rejected ORDER BY kind, ref",
+            &[],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
     }
 
     /// Records of jobs that ended in `[from_ms, to_ms)`, in end order (all in memory: the
@@ -183,7 +222,7 @@ impl ReadStore {
                 "SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2
                  ORDER BY end_ms, key"
             ),
-            params![from_ms, to_ms],
+            &[&from_ms, &to_ms],
             each,
         )
     }
@@ -195,12 +234,19 @@ impl ReadStore {
         ids: &[i64],
         each: impl FnMut(&FiledJob, JobRecord),
     ) -> Result<()> {
+        // The ids go as one JSON array, whose elements each dialect lists its own way.
+        let elements = match self.db.dialect() {
+            Dialect::Sqlite => "SELECT value FROM json_each(?1)",
+            Dialect::Postgres => {
+                "SELECT jsonb_array_elements_text(CAST(?1 AS TEXT)::JSONB)::BIGINT"
+            }
+        };
         self.each_filed_job(
             &format!(
-                "SELECT {INDEX_COLUMNS}, record FROM jobs
-                 WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY end_ms, key"
+                "SELECT {INDEX_COLUMNS}, record FROM jobs WHERE id IN ({elements})
+                 ORDER BY end_ms, key"
             ),
-            params![serde_json::to_string(ids)?],
+            &[&serde_json::to_string(ids)?],
             each,
         )
     }
@@ -210,13 +256,11 @@ impl ReadStore {
     fn each_filed_job(
         &self,
         sql: &str,
-        params: impl rusqlite::Params,
+        params: &[&dyn ToSql],
         mut each: impl FnMut(&FiledJob, JobRecord),
     ) -> Result<()> {
         let mut unusable = Vec::new();
         {
-            let mut stmt = self.conn.prepare(sql)?;
-            let mut rows = stmt.query(params)?;
             let mut decoders = OrderedPool::new(|(filed, stored): (FiledJob, Value)| {
                 let record = checked_record(&filed, stored);
                 (filed, record)
@@ -225,12 +269,13 @@ impl ReadStore {
                 Ok(record) => each(&filed, record),
                 Err(detail) => unusable.push((filed, detail)),
             };
-            while let Some(row) = rows.next()? {
+            self.db.stream(sql, params, |row| {
                 decoders.send((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?));
                 while let Some(decoded) = decoders.next(false) {
                     take(decoded);
                 }
-            }
+                Ok(false)
+            })?;
             while let Some(decoded) = decoders.next(true) {
                 take(decoded);
             }
@@ -247,16 +292,18 @@ impl ReadStore {
     /// page of one job reached by a link without its end time. Should records of one key end
     /// at different times, the one that ended last is taken.
     pub fn job(&self, key: &str) -> Result<Option<JobRecord>> {
-        // Without INDEXED BY the planner may walk the table itself (every record) for the key.
-        let end_ms: Option<u64> = self
-            .conn
-            .query_row(
+        // Without INDEXED BY SQLite's planner may walk the table itself (every record) for the
+        // key; PostgreSQL has no such clause (and reads the index alone by itself).
+        let sql = match self.db.dialect() {
+            Dialect::Sqlite => {
                 "SELECT end_ms FROM jobs INDEXED BY jobs_by_end WHERE key = ?1
-                 ORDER BY end_ms DESC LIMIT 1",
-                [key],
-                |row| row.get(0),
-            )
-            .optional()?;
+                 ORDER BY end_ms DESC LIMIT 1"
+            }
+            Dialect::Postgres => {
+                "SELECT end_ms FROM jobs WHERE key = ?1 ORDER BY end_ms DESC LIMIT 1"
+            }
+        };
+        let end_ms: Option<u64> = self.db.query_opt(sql, &[&key], |row| row.get(0))?;
         match end_ms {
             Some(end_ms) => self.job_ended_at(end_ms, key),
             None => Ok(None),
@@ -266,14 +313,11 @@ impl ReadStore {
     /// The stored record of the job that ended at `end_ms` with key `key` (by the unique index:
     /// a few page reads), if it is there and usable.
     pub fn job_ended_at(&self, end_ms: u64, key: &str) -> Result<Option<JobRecord>> {
-        let found = self
-            .conn
-            .query_row(
-                &format!("SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms = ?1 AND key = ?2"),
-                params![end_ms, key],
-                |row| Ok((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?)),
-            )
-            .optional()?;
+        let found = self.db.query_opt(
+            &format!("SELECT {INDEX_COLUMNS}, record FROM jobs WHERE end_ms = ?1 AND key = ?2"),
+            &[&end_ms, &key],
+            |row| Ok((FiledJob::from_row(row)?, row.get(INDEX_COLUMN_COUNT)?)),
+        )?;
         Ok(found.and_then(|(filed, stored)| self.usable(&filed, stored)))
     }
 
@@ -289,12 +333,11 @@ impl ReadStore {
 
     /// The record of a job as filed, if it is usable.
     pub fn filed_record(&self, filed: &FiledJob) -> Result<Option<JobRecord>> {
-        let stored: Option<Value> = self
-            .conn
-            .query_row("SELECT record FROM jobs WHERE id = ?1", [filed.id], |row| {
-                row.get(0)
-            })
-            .optional()?;
+        let stored: Option<Value> = self.db.query_opt(
+            "SELECT record FROM jobs WHERE id = ?1",
+            &[&filed.id],
+            |row| row.get(0),
+        )?;
         Ok(stored.and_then(|stored| self.usable(filed, stored)))
     }
 
@@ -320,7 +363,7 @@ impl ReadStore {
             index.job_id, index.uid, index.user
         );
         let done = if self.writable {
-            crate::write::quarantine(&self.conn, filed, detail)
+            crate::write::quarantine(&self.db, filed, detail)
         } else {
             Quarantined::Left { detail }
         };
@@ -344,88 +387,90 @@ impl ReadStore {
 
     /// Jobs queued for the escalation rules, in arrival order (from the queue alone).
     pub fn queued_jobs(&self) -> Result<Vec<QueuedJob>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id, uid, app, traced FROM escalation_queue ORDER BY id")?;
-        let rows = stmt.query_map([], |row| {
-            Ok(QueuedJob {
-                id: row.get(0)?,
-                uid: row.get(1)?,
-                app: row.get(2)?,
-                traced: row.get(3)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            "SELECT id, uid, app, traced FROM escalation_queue ORDER BY id",
+            &[],
+            |row| {
+                Ok(QueuedJob {
+                    id: row.get(0)?,
+                    uid: row.get(1)?,
+                    app: row.get(2)?,
+                    traced: row.get(3)?,
+                })
+            },
+        )
     }
 
     /// A job as filed (no record is read), if it is still there.
     pub fn filed_job(&self, id: i64) -> Result<Option<FiledJob>> {
-        Ok(self
-            .conn
-            .query_row(
-                &format!("SELECT {INDEX_COLUMNS} FROM jobs WHERE id = ?1"),
-                [id],
-                FiledJob::from_row,
-            )
-            .optional()?)
+        self.db.query_opt(
+            &format!("SELECT {INDEX_COLUMNS} FROM jobs WHERE id = ?1"),
+            &[&id],
+            FiledJob::from_row,
+        )
     }
 
     /// Keys of the jobs reported incomplete.
     pub fn incomplete_keys(&self) -> Result<std::collections::HashSet<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT ref FROM rejected WHERE kind = 'incomplete'")?;
-        let rows = stmt.query_map([], |row| row.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        Ok(self
+            .db
+            .query(
+                "SELECT ref FROM rejected WHERE kind = 'incomplete'",
+                &[],
+                |row| row.get(0),
+            )?
+            .into_iter()
+            .collect())
     }
 
     /// Analyses filed by ingest, not yet matched to their jobs (oldest first).
     pub fn analysis_inbox(&self) -> Result<Vec<Received>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT key, job_key, uid, user, host, dir, summary, error, analysed_ms, received_ms,
-                 source, looked_to FROM analysis_inbox ORDER BY received_ms, key",
-        )?;
-        let rows = stmt.query_map([], |row| {
-            Ok(Received {
-                analysis: mpistat_record::AnalysisRecord {
-                    version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
-                    job_key: row.get(1)?,
-                    uid: row.get(2)?,
-                    user: row.get(3)?,
-                    host: row.get(4)?,
-                    dir: row.get(5)?,
-                    summary: row.get(6)?,
-                    error: row.get(7)?,
-                    analysed_unix_ms: row.get(8)?,
-                },
-                key: row.get(0)?,
-                received_ms: row.get(9)?,
-                source: row.get(10)?,
-                looked_to: row.get(11)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            r#"SELECT key, job_key, uid, "user", host, dir, summary, error, analysed_ms,
+                 received_ms, source, looked_to FROM analysis_inbox ORDER BY received_ms, key"#,
+            &[],
+            |row| {
+                Ok(Received {
+                    analysis: mpistat_record::AnalysisRecord {
+                        version: mpistat_record::analysis::ANALYSIS_MODEL_VERSION,
+                        job_key: row.get(1)?,
+                        uid: row.get(2)?,
+                        user: row.get(3)?,
+                        host: row.get(4)?,
+                        dir: row.get(5)?,
+                        summary: row.get(6)?,
+                        error: row.get(7)?,
+                        analysed_unix_ms: row.get(8)?,
+                    },
+                    key: row.get(0)?,
+                    received_ms: row.get(9)?,
+                    source: row.get(10)?,
+                    looked_to: row.get(11)?,
+                })
+            },
+        )
     }
 
     /// Every stored analysis by job key (few: only traced jobs have one).
     pub fn analyses_by_key(&self) -> Result<HashMap<String, StoredAnalysis>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT key, job_id, app, dir, summary, error, user FROM analyses")?;
-        let rows = stmt.query_map([], |row| {
-            Ok((
-                row.get(0)?,
-                StoredAnalysis {
-                    job_id: row.get(1)?,
-                    app: row.get(2)?,
-                    dir: row.get(3)?,
-                    summary: row.get(4)?,
-                    error: row.get(5)?,
-                    user: row.get(6)?,
-                },
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let rows = self.db.query(
+            r#"SELECT key, job_id, app, dir, summary, error, "user" FROM analyses"#,
+            &[],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    StoredAnalysis {
+                        job_id: row.get(1)?,
+                        app: row.get(2)?,
+                        dir: row.get(3)?,
+                        summary: row.get(4)?,
+                        error: row.get(5)?,
+                        user: row.get(6)?,
+                    },
+                ))
+            },
+        )?;
+        Ok(rows.into_iter().collect())
     }
 
     /// The analyses of `user`'s jobs that ended in `[from_ms, to_ms)`, in end order.
@@ -435,21 +480,21 @@ impl ReadStore {
         from_ms: u64,
         to_ms: u64,
     ) -> Result<Vec<StoredAnalysis>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT job_id, app, dir, summary, error FROM analyses
-             WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY end_ms, key",
-        )?;
-        let rows = stmt.query_map(params![user, from_ms, to_ms], |row| {
-            Ok(StoredAnalysis {
-                user: user.to_string(),
-                job_id: row.get(0)?,
-                app: row.get(1)?,
-                dir: row.get(2)?,
-                summary: row.get(3)?,
-                error: row.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            r#"SELECT job_id, app, dir, summary, error FROM analyses
+             WHERE "user" = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY end_ms, key"#,
+            &[&user, &from_ms, &to_ms],
+            |row| {
+                Ok(StoredAnalysis {
+                    user: user.to_string(),
+                    job_id: row.get(0)?,
+                    app: row.get(1)?,
+                    dir: row.get(2)?,
+                    summary: row.get(3)?,
+                    error: row.get(4)?,
+                })
+            },
+        )
     }
 
     /// The traced jobs (analyses) that ended in `[from_ms, to_ms)`: how many, and the end time
@@ -460,31 +505,29 @@ impl ReadStore {
         to_ms: u64,
         limit: usize,
     ) -> Result<(usize, Vec<(u64, String)>)> {
-        let count: usize = self.conn.query_row(
+        let count: usize = self.db.query_one(
             "SELECT count(*) FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2",
-            params![from_ms, to_ms],
+            &[&from_ms, &to_ms],
             |row| row.get(0),
         )?;
-        let mut stmt = self.conn.prepare(
+        let keys = self.db.query(
             "SELECT end_ms, key FROM analyses WHERE end_ms >= ?1 AND end_ms < ?2
              ORDER BY end_ms, key LIMIT ?3",
+            &[&from_ms, &to_ms, &limit],
+            |row| Ok((row.get(0)?, row.get(1)?)),
         )?;
-        let keys = stmt
-            .query_map(params![from_ms, to_ms, limit], |row| {
-                Ok((row.get(0)?, row.get(1)?))
-            })?
-            .collect::<Result<_, _>>()?;
         Ok((count, keys))
     }
 
     /// The end time and key of the last `limit` jobs (to end) whose job id is `job_id`.
     pub fn jobs_with_id(&self, job_id: &str, limit: usize) -> Result<Vec<(u64, String)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_job_id WHERE job_id = ?1
-             ORDER BY end_ms DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![job_id, limit], |row| Ok((row.get(0)?, row.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let sql = format!(
+            "SELECT end_ms, key FROM jobs {} WHERE job_id = ?1 ORDER BY end_ms DESC LIMIT ?2",
+            self.indexed_by("jobs_by_job_id")
+        );
+        self.db.query(&sql, &[&job_id, &limit], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
     }
 
     /// The end time and key of the last `limit` jobs (to end) of application `app` that ended
@@ -496,15 +539,16 @@ impl ReadStore {
         to_ms: u64,
         limit: usize,
     ) -> Result<Vec<(u64, String)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_app
+        let sql = format!(
+            "SELECT end_ms, key FROM jobs {}
              WHERE coalesce(app, exe) = ?1 AND end_ms >= ?2 AND end_ms < ?3
              ORDER BY end_ms DESC LIMIT ?4",
-        )?;
-        let rows = stmt.query_map(params![app, from_ms, to_ms, limit], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            self.indexed_by("jobs_by_app")
+        );
+        self.db
+            .query(&sql, &[&app, &from_ms, &to_ms, &limit], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
     }
 
     /// The end time and key of `user`'s jobs that ended in `[from_ms, to_ms)`, in `order`,
@@ -517,22 +561,35 @@ impl ReadStore {
         limit: usize,
         offset: usize,
     ) -> Result<Vec<(u64, String)>> {
-        let order = match order {
-            crate::JobOrder::Cpu => "wall_ns_sum DESC, end_ms, key",
-            crate::JobOrder::MpiShare => {
+        let order = match (order, self.db.dialect()) {
+            (crate::JobOrder::Cpu, _) => "wall_ns_sum DESC, end_ms, key",
+            (crate::JobOrder::MpiShare, Dialect::Sqlite) => {
                 "CAST(mpi_ns_sum AS REAL) / max(wall_ns_sum, 1) DESC, end_ms, key"
             }
-            crate::JobOrder::Ranks => "ranks DESC, end_ms, key",
-            crate::JobOrder::End => "end_ms, key",
+            (crate::JobOrder::MpiShare, Dialect::Postgres) => {
+                "CAST(mpi_ns_sum AS DOUBLE PRECISION) / greatest(wall_ns_sum, 1) DESC, end_ms, key"
+            }
+            (crate::JobOrder::Ranks, _) => "ranks DESC, end_ms, key",
+            (crate::JobOrder::End, _) => "end_ms, key",
         };
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT end_ms, key FROM jobs INDEXED BY jobs_by_user
-             WHERE user = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"
-        ))?;
-        let rows = stmt.query_map(params![user, from_ms, to_ms, limit, offset], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let sql = format!(
+            r#"SELECT end_ms, key FROM jobs {}
+             WHERE "user" = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"#,
+            self.indexed_by("jobs_by_user")
+        );
+        self.db
+            .query(&sql, &[&user, &from_ms, &to_ms, &limit, &offset], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+    }
+
+    /// SQLite's `INDEXED BY index` (its planner, left alone, walked the table for these reads);
+    /// nothing on PostgreSQL, which has no such clause.
+    pub(crate) fn indexed_by(&self, index: &str) -> String {
+        match self.db.dialect() {
+            Dialect::Sqlite => format!("INDEXED BY {index}"),
+            Dialect::Postgres => String::new(),
+        }
     }
 
     /// Run `reads` in one read transaction: what they read is one snapshot of the database
@@ -541,9 +598,14 @@ impl ReadStore {
         &self,
         reads: impl FnOnce(&ReadStore) -> Result<T, E>,
     ) -> Result<T, E> {
-        let snapshot = self.conn.unchecked_transaction().map_err(Error::from)?;
-        let done = reads(self)?;
-        snapshot.finish().map_err(Error::from)?;
+        self.db.begin(Begin::Snapshot)?;
+        let done = reads(self);
+        let ended = match &done {
+            Ok(_) => self.db.commit(),
+            Err(_) => self.db.rollback(),
+        };
+        let done = done?;
+        ended?;
         Ok(done)
     }
 
@@ -555,26 +617,22 @@ impl ReadStore {
         from_hour: u64,
         to_hour: u64,
     ) -> Result<Vec<(u64, String, u64)>> {
-        let mut stmt = self.conn.prepare_cached(
+        self.db.query(
             "SELECT hour, kind, entries FROM rejected_hours
              WHERE hour >= ?1 AND hour < ?2 AND entries > 0",
-        )?;
-        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            &[&from_hour, &to_hour],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
     }
 
     /// The jobs that met the escalation rule per hour of their end in `[from_hour, to_hour)`,
     /// as ingest judged them when it stored them: (hour, jobs).
     pub fn rule_jobs_per_hour(&self, from_hour: u64, to_hour: u64) -> Result<Vec<(u64, u64)>> {
-        let mut stmt = self.conn.prepare_cached(
+        self.db.query(
             "SELECT hour, jobs FROM escalation_rule_hours WHERE hour >= ?1 AND hour < ?2",
-        )?;
-        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            &[&from_hour, &to_hour],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
     }
 
     /// The stored analyses of jobs traced by escalation, per hour of the job's end in
@@ -584,63 +642,61 @@ impl ReadStore {
         from_hour: u64,
         to_hour: u64,
     ) -> Result<Vec<(u64, bool, u64)>> {
-        // CROSS JOIN: from the few analyses to their jobs. The planner went the other way, through
-        // every job of the interval (their rows, for `traced`: 0.15 s a scrape at 1M jobs).
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT a.end_ms / 3600000, a.status = 'ok', count(*)
-             FROM analyses a CROSS JOIN jobs j ON j.end_ms = a.end_ms AND j.key = a.key
-             WHERE a.end_ms >= ?1 AND a.end_ms < ?2 AND j.traced = 'escalation'
-             GROUP BY 1, 2",
-        )?;
+        // SQLite's CROSS JOIN: from the few analyses to their jobs. Its planner went the other
+        // way, through every job of the interval (their rows, for `traced`: 0.15 s a scrape at
+        // 1M jobs). PostgreSQL takes no ON after CROSS JOIN, and orders joins by its statistics.
+        let join = match self.db.dialect() {
+            Dialect::Sqlite => "CROSS JOIN",
+            Dialect::Postgres => "JOIN",
+        };
         let hour_ms = crate::rollups::HOUR_MS;
-        let rows = stmt.query_map(
-            params![from_hour * hour_ms, to_hour.saturating_mul(hour_ms)],
+        self.db.query(
+            &format!(
+                "SELECT a.end_ms / 3600000, a.status = 'ok', count(*)
+                 FROM analyses a {join} jobs j ON j.end_ms = a.end_ms AND j.key = a.key
+                 WHERE a.end_ms >= ?1 AND a.end_ms < ?2 AND j.traced = 'escalation'
+                 GROUP BY 1, 2"
+            ),
+            &[&(from_hour * hour_ms), &to_hour.saturating_mul(hour_ms)],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        )
     }
 
     /// The time (unix ms) of the newest syslog line ingest has read, if it read one it trusts
     /// with a time ([`crate::WriteTx::note_newest_line`]).
     pub fn newest_line_ms(&self) -> Result<Option<u64>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT newest_line_ms FROM ingest_clock WHERE id = 0",
-                [],
-                |row| row.get(0),
-            )
-            .optional()?)
+        self.db.query_opt(
+            "SELECT newest_line_ms FROM ingest_clock WHERE id = 0",
+            &[],
+            |row| row.get(0),
+        )
     }
 
     pub fn mail_status(&self, user: &str, week: &str) -> Result<Option<MailStatus>> {
-        Ok(self
-            .conn
-            .query_row(
-                "SELECT status, attempts, error FROM mails WHERE user = ?1 AND week = ?2",
-                params![user, week],
-                |row| {
-                    let status: String = row.get(0)?;
-                    Ok(if status == "sent" {
-                        MailStatus::Sent
-                    } else {
-                        MailStatus::Failed {
-                            attempts: row.get(1)?,
-                            error: row.get::<_, Option<String>>(2)?.unwrap_or_default(),
-                        }
-                    })
-                },
-            )
-            .optional()?)
+        self.db.query_opt(
+            r#"SELECT status, attempts, error FROM mails WHERE "user" = ?1 AND week = ?2"#,
+            &[&user, &week],
+            |row| {
+                let status: String = row.get(0)?;
+                Ok(if status == "sent" {
+                    MailStatus::Sent
+                } else {
+                    MailStatus::Failed {
+                        attempts: row.get(1)?,
+                        error: row.get::<Option<String>>(2)?.unwrap_or_default(),
+                    }
+                })
+            },
+        )
     }
 
     /// Weeks with mails that failed and are still to be sent.
     pub fn failed_mail_weeks(&self) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT DISTINCT week FROM mails WHERE status = 'failed' ORDER BY week")?;
-        let rows = stmt.query_map([], |row| row.get(0))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            "SELECT DISTINCT week FROM mails WHERE status = 'failed' ORDER BY week",
+            &[],
+            |row| row.get(0),
+        )
     }
 }
 
@@ -696,7 +752,9 @@ impl ReadStore {
     /// The steps of SQLite's plan for `sql` (its `detail` column).
     pub(crate) fn query_plan(&self, sql: &str, params: &[&dyn rusqlite::ToSql]) -> Vec<String> {
         let mut stmt = self
-            .conn
+            .db
+            .sqlite_conn()
+            .unwrap()
             .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
             .unwrap();
         let rows = stmt.query_map(params, |row| row.get(3)).unwrap();
@@ -707,94 +765,6 @@ impl ReadStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::{JobRow, WriteStore};
-    use mpistat_record::wire::DecodedJob;
-
-    /// A job of `ranks` ranks that ended at `end_ms`, as the write handle stores it.
-    fn job(end_ms: u64, ranks: u32) -> (JobRecord, JobRow) {
-        let record = JobRecord {
-            version: 1,
-            job_id: "1001".into(),
-            uid: 1001,
-            user: "alice".into(),
-            exe: "/home/alice/solver".into(),
-            host: "node1".into(),
-            pid: 4000,
-            ranks,
-            nodes: 1,
-            start_unix_ms: end_ms - 1000,
-            end_unix_ms: end_ms,
-            ..JobRecord::default()
-        };
-        let deflated = crate::deflated_record(&record);
-        let row = JobRow::decoded(DecodedJob {
-            record: record.clone(),
-            deflated,
-        });
-        (record, row)
-    }
-
-    /// The read handle changes nothing: an unusable record is skipped and said (not moved),
-    /// SQLite itself refuses its writes, and a database of another schema is refused; the
-    /// write handle moves the record to the rejected entries.
-    #[test]
-    fn the_read_handle_never_writes() {
-        let dir = std::env::temp_dir().join(format!("mpistat-store-read-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("db.sqlite");
-        let mut writer = WriteStore::open(&path).unwrap();
-        let (good, good_row) = job(1_700_000_000_000, 4);
-        let (_, bad_row) = job(1_700_000_001_000, 8);
-        let tx = writer.transaction().unwrap();
-        for row in [&good_row, &bad_row] {
-            tx.insert_job(row).unwrap();
-        }
-        tx.commit().unwrap();
-        writer
-            .execute_batch(&format!(
-                "UPDATE jobs SET record = x'00ff' WHERE key = '{}'",
-                bad_row.key
-            ))
-            .unwrap();
-        drop(writer);
-
-        let reader = ReadStore::open(&path).unwrap();
-        assert_eq!(reader.job(&good_row.key).unwrap(), Some(good));
-        assert_eq!(reader.job(&bad_row.key).unwrap(), None);
-        let said = reader.take_quarantined();
-        assert!(
-            matches!(&said[..], [Quarantined::Left { detail }]
-                if detail.contains("the stored record is not readable")),
-            "{said:?}"
-        );
-        assert_eq!(
-            reader.jobs_ended_between(0, u64::MAX >> 1).unwrap().len(),
-            1
-        );
-        assert_eq!(reader.job_count().unwrap(), 2, "nothing moved");
-        assert!(reader.rejected().unwrap().is_empty());
-        assert!(reader.conn.execute_batch("DELETE FROM jobs").is_err());
-        drop(reader);
-
-        let writer = WriteStore::open(&path).unwrap();
-        assert_eq!(writer.quarantine_unusable().unwrap(), 1);
-        assert!(matches!(
-            &writer.take_quarantined()[..],
-            [Quarantined::Moved { .. }]
-        ));
-        assert_eq!(writer.job_count().unwrap(), 1);
-        assert_eq!(writer.rejected().unwrap()[0].0, "corrupt");
-        drop(writer);
-
-        crate::test_support::execute_batch(&path, "PRAGMA user_version = 3").unwrap();
-        assert!(matches!(
-            ReadStore::open(&path),
-            Err(Error::NotMigrated { found: 3, .. })
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
 
     #[test]
     fn paths_become_uri_paths() {

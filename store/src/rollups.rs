@@ -6,8 +6,9 @@
 //! rebuild's state (`rollup_state`). A rebuild fills tables of the same shape named
 //! `rebuilt_<table>` and swaps them in ([`WriteTx::swap_in_rebuilt`]).
 
+use crate::db::{Db, Dialect};
 use crate::{CriticalEntry, JobOrder, PeriodTotals, ReadStore, Result, WriteTx};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::params;
 
 /// The rollup tables.
 const TABLES: [&str; 7] = [
@@ -87,45 +88,42 @@ fn sql_ns(ns: u64) -> f64 {
 const CRITICAL_SORTED_AS_READ: usize = 10_000;
 
 /// The statement of [`ReadStore::critical_page`] (parameters: the interval's bounds, the
-/// page's size and offset).
-fn critical_query(order: JobOrder, count: usize) -> String {
-    let (index, order) = match order {
-        JobOrder::End => ("", "end_ms, key"),
+/// page's size and offset). SQLite is told which index to read (PostgreSQL has no such clause).
+fn critical_query(dialect: Dialect, order: JobOrder, count: usize) -> String {
+    let (index, order) = match (order, dialect) {
+        (JobOrder::End, _) => ("", "end_ms, key"),
+        (_, Dialect::Postgres) => ("", "wall_ns DESC, key"),
         _ if count <= CRITICAL_SORTED_AS_READ => ("", "wall_ns DESC, key"),
         _ => ("INDEXED BY critical_jobs_by_cpu", "wall_ns DESC, key"),
     };
     format!(
-        "SELECT end_ms, key, user, wall_ns, reasons FROM critical_jobs {index}
-         WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY {order} LIMIT ?3 OFFSET ?4"
+        r#"SELECT end_ms, key, "user", wall_ns, reasons FROM critical_jobs {index}
+         WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY {order} LIMIT ?3 OFFSET ?4"#
     )
 }
 
 /// A value of `rollup_state`.
-fn state(conn: &Connection, name: &str) -> Result<Option<String>> {
-    Ok(conn
-        .query_row(
-            "SELECT value FROM rollup_state WHERE name = ?1",
-            [name],
-            |row| row.get(0),
-        )
-        .optional()?)
+fn state(db: &Db, name: &str) -> Result<Option<String>> {
+    db.query_opt(
+        "SELECT value FROM rollup_state WHERE name = ?1",
+        &[&name],
+        |row| row.get(0),
+    )
 }
 
 /// The end of a step of a rebuild that starts at `from`: the end time of the `step_jobs`-th
 /// job from there, or just after the newest job.
-fn step_end(conn: &Connection, from: u64, step_jobs: u64) -> Result<u64> {
-    let nth: Option<u64> = conn
-        .query_row(
-            "SELECT end_ms FROM jobs WHERE end_ms >= ?1 ORDER BY end_ms LIMIT 1 OFFSET ?2",
-            params![from, step_jobs],
-            |row| row.get(0),
-        )
-        .optional()?;
+fn step_end(db: &Db, from: u64, step_jobs: u64) -> Result<u64> {
+    let nth: Option<u64> = db.query_opt(
+        "SELECT end_ms FROM jobs WHERE end_ms >= ?1 ORDER BY end_ms LIMIT 1 OFFSET ?2",
+        params![from, step_jobs],
+        |row| row.get(0),
+    )?;
     let end = match nth {
         Some(end) => end,
-        None => conn
-            .query_row("SELECT max(end_ms) FROM jobs", [], |row| {
-                row.get::<_, Option<u64>>(0)
+        None => db
+            .query_one("SELECT max(end_ms) FROM jobs", &[], |row| {
+                row.get::<Option<u64>>(0)
             })?
             .map_or(from, |newest| newest + 1),
     };
@@ -133,17 +131,26 @@ fn step_end(conn: &Connection, from: u64, step_jobs: u64) -> Result<u64> {
 }
 
 /// Drop the rollup tables named `<prefix>_<table>` that exist.
-fn drop_tables(conn: &Connection, prefix: &str) -> Result<()> {
+fn drop_tables(db: &Db, prefix: &str) -> Result<()> {
     for table in TABLES {
-        conn.execute_batch(&format!("DROP TABLE IF EXISTS {prefix}_{table}"))?;
+        db.batch(&format!("DROP TABLE IF EXISTS {prefix}_{table}"))?;
     }
     Ok(())
+}
+
+/// The sum of a column as a real number (its `wall_ns` and `mpi_ns` may pass `i64::MAX`):
+/// SQLite's `total`, PostgreSQL's `sum` (a NUMERIC) taken to DOUBLE PRECISION.
+fn total(dialect: Dialect, column: &str) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("total({column})"),
+        Dialect::Postgres => format!("coalesce(sum({column}), 0)::DOUBLE PRECISION"),
+    }
 }
 
 impl ReadStore {
     /// A value of `rollup_state` (`stale`, `critical`, `rebuild_to`, `rebuild_critical`).
     pub fn rollup_state(&self, name: &str) -> Result<Option<String>> {
-        state(&self.conn, name)
+        state(&self.db, name)
     }
 
     /// Each stored site rollup (JSON) of the days `[from, to)` (day numbers), in day order.
@@ -152,14 +159,11 @@ impl ReadStore {
         (from, to): (u64, u64),
         mut each: impl FnMut(&str) -> Result<()>,
     ) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(
+        self.db.each(
             "SELECT data FROM rollup_days WHERE day >= ?1 AND day < ?2 ORDER BY day",
-        )?;
-        let mut rows = stmt.query(params![from, to])?;
-        while let Some(row) = rows.next()? {
-            each(row.get_ref(0)?.as_str()?)?;
-        }
-        Ok(())
+            &[&from, &to],
+            |row| each(&row.get::<String>(0)?).map(|()| false),
+        )
     }
 
     /// Each user's totals (user, JSON) of each day of `[from, to)`, in day order.
@@ -169,7 +173,7 @@ impl ReadStore {
         each: impl FnMut(&str, &str) -> Result<()>,
     ) -> Result<()> {
         self.each_user_totals(
-            "SELECT user, totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day",
+            r#"SELECT "user", totals FROM rollup_users WHERE day >= ?1 AND day < ?2 ORDER BY day"#,
             days,
             each,
         )
@@ -183,8 +187,8 @@ impl ReadStore {
         each: impl FnMut(&str, &str) -> Result<()>,
     ) -> Result<()> {
         self.each_user_totals(
-            "SELECT user, totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
-             ORDER BY month",
+            r#"SELECT "user", totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
+             ORDER BY month"#,
             months,
             each,
         )
@@ -196,12 +200,9 @@ impl ReadStore {
         (from, to): (u64, u64),
         mut each: impl FnMut(&str, &str) -> Result<()>,
     ) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(sql)?;
-        let mut rows = stmt.query(params![from, to])?;
-        while let Some(row) = rows.next()? {
-            each(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
-        }
-        Ok(())
+        self.db.each(sql, &[&from, &to], |row| {
+            each(&row.get::<String>(0)?, &row.get::<String>(1)?).map(|()| false)
+        })
     }
 
     /// `user`'s rollups (totals and detail, JSON) of each day of `[from, to)`, in day order.
@@ -211,15 +212,12 @@ impl ReadStore {
         (from, to): (u64, u64),
         mut each: impl FnMut(&str, &str) -> Result<()>,
     ) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT totals, detail FROM rollup_users WHERE user = ?1 AND day >= ?2 AND day < ?3
-             ORDER BY day",
-        )?;
-        let mut rows = stmt.query(params![user, from, to])?;
-        while let Some(row) = rows.next()? {
-            each(row.get_ref(0)?.as_str()?, row.get_ref(1)?.as_str()?)?;
-        }
-        Ok(())
+        self.db.each(
+            r#"SELECT totals, detail FROM rollup_users WHERE "user" = ?1 AND day >= ?2 AND day < ?3
+             ORDER BY day"#,
+            params![user, from, to],
+            |row| each(&row.get::<String>(0)?, &row.get::<String>(1)?).map(|()| false),
+        )
     }
 
     /// Jobs, CPU time, MPI time and users from the users' rollup columns of the days
@@ -231,14 +229,23 @@ impl ReadStore {
         months: (u64, u64),
         days_after: (u64, u64),
     ) -> Result<PeriodTotals> {
-        Ok(self.conn.query_row(
-            "SELECT total(jobs), total(wall_ns), total(mpi_ns), count(DISTINCT user) FROM (
-                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?1 AND day < ?2
+        let dialect = self.db.dialect();
+        let sql = format!(
+            r#"SELECT {}, {}, {}, count(DISTINCT "user") FROM (
+                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_users
+                 WHERE day >= ?1 AND day < ?2
                  UNION ALL
-                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_user_months
+                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_user_months
                  WHERE month >= ?3 AND month < ?4
                  UNION ALL
-                 SELECT user, jobs, wall_ns, mpi_ns FROM rollup_users WHERE day >= ?5 AND day < ?6)",
+                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_users
+                 WHERE day >= ?5 AND day < ?6) AS spans"#,
+            total(dialect, "jobs"),
+            total(dialect, "wall_ns"),
+            total(dialect, "mpi_ns")
+        );
+        self.db.query_one(
+            &sql,
             params![
                 days_before.0,
                 days_before.1,
@@ -249,22 +256,22 @@ impl ReadStore {
             ],
             |row| {
                 Ok(PeriodTotals {
-                    jobs: row.get::<_, f64>(0)? as u64,
-                    wall_ns: row.get::<_, f64>(1)? as u64,
-                    mpi_ns: row.get::<_, f64>(2)? as u64,
+                    jobs: row.get::<f64>(0)? as u64,
+                    wall_ns: row.get::<f64>(1)? as u64,
+                    mpi_ns: row.get::<f64>(2)? as u64,
                     users: row.get(3)?,
                 })
             },
-        )?)
+        )
     }
 
     /// The jobs counted in the users' monthly rollups (all of them).
     pub fn jobs_in_rollups(&self) -> Result<u64> {
-        let counted: f64 =
-            self.conn
-                .query_row("SELECT total(jobs) FROM rollup_user_months", [], |row| {
-                    row.get(0)
-                })?;
+        let sql = format!(
+            "SELECT {} FROM rollup_user_months",
+            total(self.db.dialect(), "jobs")
+        );
+        let counted: f64 = self.db.query_one(&sql, &[], |row| row.get(0))?;
         Ok(counted as u64)
     }
 
@@ -276,24 +283,29 @@ impl ReadStore {
         lower: &str,
         limit: usize,
     ) -> Result<Vec<(String, usize)>> {
-        let mut stmt = self.conn.prepare(
-            "SELECT app, sum(jobs) FROM rollup_apps
-             WHERE day >= ?1 AND day < ?2 AND instr(lower(app), ?3) > 0
-             GROUP BY app ORDER BY app LIMIT ?4",
-        )?;
-        let rows = stmt.query_map(params![from, to, lower, limit], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        // Where a text is in another: SQLite's `instr`, PostgreSQL's `strpos`.
+        let position = match self.db.dialect() {
+            Dialect::Sqlite => "instr",
+            Dialect::Postgres => "strpos",
+        };
+        self.db.query(
+            &format!(
+                "SELECT app, CAST(sum(jobs) AS BIGINT) FROM rollup_apps
+                 WHERE day >= ?1 AND day < ?2 AND {position}(lower(app), ?3) > 0
+                 GROUP BY app ORDER BY app LIMIT ?4"
+            ),
+            params![from, to, lower, limit],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
     }
 
     /// How many critical jobs ended in `[from_ms, to_ms)`.
     pub fn critical_count(&self, from_ms: u64, to_ms: u64) -> Result<usize> {
-        Ok(self.conn.query_row(
+        self.db.query_one(
             "SELECT count(*) FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2",
             params![from_ms, to_ms],
             |row| row.get(0),
-        )?)
+        )
     }
 
     /// The critical jobs that ended in `[from_ms, to_ms)` (`count` of them), by end time or
@@ -309,49 +321,51 @@ impl ReadStore {
         count: usize,
         (limit, offset): (usize, usize),
     ) -> Result<Vec<CriticalEntry>> {
-        let mut stmt = self.conn.prepare(&critical_query(order, count))?;
-        let rows = stmt.query_map(params![from_ms, to_ms, limit, offset], |row| {
-            Ok(CriticalEntry {
-                end_ms: row.get(0)?,
-                key: row.get(1)?,
-                user: row.get(2)?,
-                wall_ns: row.get(3)?,
-                reasons: row.get(4)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db.query(
+            &critical_query(self.db.dialect(), order, count),
+            params![from_ms, to_ms, limit, offset],
+            |row| {
+                Ok(CriticalEntry {
+                    end_ms: row.get(0)?,
+                    key: row.get(1)?,
+                    user: row.get(2)?,
+                    wall_ns: row.get(3)?,
+                    reasons: row.get(4)?,
+                })
+            },
+        )
     }
 
     /// The end of the next step of a rollup rebuild that starts at `from`: the end time of the
     /// `step_jobs`-th job from there, or just after the newest job.
     pub fn rebuild_step_end(&self, from: u64, step_jobs: u64) -> Result<u64> {
-        step_end(&self.conn, from, step_jobs)
+        step_end(&self.db, from, step_jobs)
     }
 }
 
 impl ReadStore {
     /// The site's sums of each hour in `[from_hour, to_hour)` that has jobs, in hour order.
     pub fn hours_between(&self, from_hour: u64, to_hour: u64) -> Result<Vec<(u64, HourRow)>> {
-        let mut stmt = self.conn.prepare_cached(
+        self.db.query(
             "SELECT hour, jobs, wall_ns, mpi_ns, imbalance_jobs, imbalance_weighted,
                  imbalance_wall_ns, escalated_traces
              FROM rollup_hours WHERE hour >= ?1 AND hour < ?2 ORDER BY hour",
-        )?;
-        let rows = stmt.query_map(params![from_hour, to_hour], |row| {
-            Ok((
-                row.get(0)?,
-                HourRow {
-                    jobs: row.get(1)?,
-                    wall_ns: row.get(2)?,
-                    mpi_ns: row.get(3)?,
-                    imbalance_jobs: row.get(4)?,
-                    imbalance_weighted: row.get(5)?,
-                    imbalance_wall_ns: row.get(6)?,
-                    escalated_traces: row.get(7)?,
-                },
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            params![from_hour, to_hour],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    HourRow {
+                        jobs: row.get(1)?,
+                        wall_ns: row.get(2)?,
+                        mpi_ns: row.get(3)?,
+                        imbalance_jobs: row.get(4)?,
+                        imbalance_weighted: row.get(5)?,
+                        imbalance_wall_ns: row.get(6)?,
+                        escalated_traces: row.get(7)?,
+                    },
+                ))
+            },
+        )
     }
 
     /// Call `each` with every row of `rollup_hour_groups` of `dimension` (its name) in the hours
@@ -362,49 +376,51 @@ impl ReadStore {
         (from_hour, to_hour): (u64, u64),
         mut each: impl FnMut(u64, &str, GroupRow),
     ) -> Result<()> {
-        let mut stmt = self.conn.prepare_cached(
+        self.db.each(
             "SELECT hour, name, jobs, wall_ns, mpi_ns FROM rollup_hour_groups
              WHERE dimension = ?1 AND hour >= ?2 AND hour < ?3",
-        )?;
-        let mut rows = stmt.query(params![dimension, from_hour, to_hour])?;
-        while let Some(row) = rows.next()? {
-            let sums = GroupRow {
-                jobs: row.get(2)?,
-                wall_ns: row.get(3)?,
-                mpi_ns: row.get(4)?,
-            };
-            each(row.get(0)?, row.get_ref(1)?.as_str()?, sums);
-        }
-        Ok(())
+            params![dimension, from_hour, to_hour],
+            |row| {
+                let sums = GroupRow {
+                    jobs: row.get(2)?,
+                    wall_ns: row.get(3)?,
+                    mpi_ns: row.get(4)?,
+                };
+                each(row.get(0)?, &row.get::<String>(1)?, sums);
+                Ok(false)
+            },
+        )
     }
 }
 
 impl crate::WriteStore {
     /// Note the thresholds of the critical list (`critical`) if none are noted.
     pub fn note_rollup_critical(&self, key: &str) -> Result<()> {
-        self.conn.execute(
-            "INSERT OR IGNORE INTO rollup_state (name, value) VALUES ('critical', ?1)",
-            [key],
+        self.db.execute(
+            "INSERT INTO rollup_state (name, value) VALUES ('critical', ?1)
+             ON CONFLICT DO NOTHING",
+            &[&key],
         )?;
         Ok(())
     }
 
     /// Drop the tables a finished rebuild retired.
     pub fn drop_retired_rollups(&self) -> Result<()> {
-        drop_tables(&self.conn, "retired")
+        drop_tables(&self.db, "retired")
     }
 }
 
 impl WriteTx<'_> {
     /// A value of `rollup_state`.
     pub fn rollup_state(&self, name: &str) -> Result<Option<String>> {
-        state(&self.tx, name)
+        state(self.db, name)
     }
 
     pub fn set_rollup_state(&self, name: &str, value: &str) -> Result<()> {
-        self.tx.execute(
-            "INSERT OR REPLACE INTO rollup_state (name, value) VALUES (?1, ?2)",
-            [name, value],
+        self.db.execute(
+            "INSERT INTO rollup_state (name, value) VALUES (?1, ?2)
+             ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            &[&name, &value],
         )?;
         Ok(())
     }
@@ -412,20 +428,22 @@ impl WriteTx<'_> {
     /// The stored site rollup (JSON) of `day` in `tables`.
     pub fn rollup_day(&self, tables: Tables, day: u64) -> Result<Option<String>> {
         let days = tables.name("rollup_days");
-        Ok(self
-            .tx
-            .prepare_cached(&format!("SELECT data FROM {days} WHERE day = ?1"))?
-            .query_row([day], |row| row.get(0))
-            .optional()?)
+        self.db.query_opt(
+            &format!("SELECT data FROM {days} WHERE day = ?1"),
+            &[&day],
+            |row| row.get(0),
+        )
     }
 
     pub fn put_rollup_day(&self, tables: Tables, day: u64, data: &str) -> Result<()> {
         let days = tables.name("rollup_days");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO {days} (day, data) VALUES (?1, ?2)"
-            ))?
-            .execute(params![day, data])?;
+        self.db.execute(
+            &format!(
+                "INSERT INTO {days} (day, data) VALUES (?1, ?2)
+                 ON CONFLICT (day) DO UPDATE SET data = excluded.data"
+            ),
+            params![day, data],
+        )?;
         Ok(())
     }
 
@@ -437,13 +455,11 @@ impl WriteTx<'_> {
         user: &str,
     ) -> Result<Option<(String, String)>> {
         let users = tables.name("rollup_users");
-        Ok(self
-            .tx
-            .prepare_cached(&format!(
-                "SELECT totals, detail FROM {users} WHERE day = ?1 AND user = ?2"
-            ))?
-            .query_row(params![day, user], |row| Ok((row.get(0)?, row.get(1)?)))
-            .optional()?)
+        self.db.query_opt(
+            &format!(r#"SELECT totals, detail FROM {users} WHERE day = ?1 AND "user" = ?2"#),
+            params![day, user],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
     }
 
     pub fn put_rollup_user_day(
@@ -454,12 +470,15 @@ impl WriteTx<'_> {
         row: &UserRow<'_>,
     ) -> Result<()> {
         let users = tables.name("rollup_users");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO {users} (day, user, jobs, wall_ns, mpi_ns, totals, detail)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-            ))?
-            .execute(params![
+        self.db.execute(
+            &format!(
+                r#"INSERT INTO {users} (day, "user", jobs, wall_ns, mpi_ns, totals, detail)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (day, "user") DO UPDATE SET jobs = excluded.jobs,
+                     wall_ns = excluded.wall_ns, mpi_ns = excluded.mpi_ns,
+                     totals = excluded.totals, detail = excluded.detail"#
+            ),
+            params![
                 day,
                 user,
                 row.jobs,
@@ -467,7 +486,8 @@ impl WriteTx<'_> {
                 sql_ns(row.mpi_ns),
                 row.totals,
                 row.detail
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 
@@ -479,13 +499,11 @@ impl WriteTx<'_> {
         user: &str,
     ) -> Result<Option<String>> {
         let months = tables.name("rollup_user_months");
-        Ok(self
-            .tx
-            .prepare_cached(&format!(
-                "SELECT totals FROM {months} WHERE month = ?1 AND user = ?2"
-            ))?
-            .query_row(params![month, user], |row| row.get(0))
-            .optional()?)
+        self.db.query_opt(
+            &format!(r#"SELECT totals FROM {months} WHERE month = ?1 AND "user" = ?2"#),
+            params![month, user],
+            |row| row.get(0),
+        )
     }
 
     /// Store `user`'s totals of a month (`row.detail` is not kept).
@@ -497,19 +515,23 @@ impl WriteTx<'_> {
         row: &UserRow<'_>,
     ) -> Result<()> {
         let months = tables.name("rollup_user_months");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO {months} (month, user, jobs, wall_ns, mpi_ns, totals)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-            ))?
-            .execute(params![
+        self.db.execute(
+            &format!(
+                r#"INSERT INTO {months} (month, "user", jobs, wall_ns, mpi_ns, totals)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (month, "user") DO UPDATE SET jobs = excluded.jobs,
+                     wall_ns = excluded.wall_ns, mpi_ns = excluded.mpi_ns,
+                     totals = excluded.totals"#
+            ),
+            params![
                 month,
                 user,
                 row.jobs,
                 sql_ns(row.wall_ns),
                 sql_ns(row.mpi_ns),
                 row.totals
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 
@@ -522,31 +544,32 @@ impl WriteTx<'_> {
         jobs: u64,
     ) -> Result<()> {
         let apps = tables.name("rollup_apps");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT INTO {apps} (day, app, jobs) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (day, app) DO UPDATE SET jobs = jobs + excluded.jobs"
-            ))?
-            .execute(params![day, app, jobs])?;
+        self.db.execute(
+            &format!(
+                "INSERT INTO {apps} AS t (day, app, jobs) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (day, app) DO UPDATE SET jobs = t.jobs + excluded.jobs"
+            ),
+            params![day, app, jobs],
+        )?;
         Ok(())
     }
 
     /// Add `sums` to the site's sums of `hour` in `tables`.
     pub fn add_rollup_hour(&self, tables: Tables, hour: u64, sums: &HourRow) -> Result<()> {
         let hours = tables.name("rollup_hours");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT INTO {hours} (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
+        self.db.execute(
+            &format!(
+                "INSERT INTO {hours} AS t (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
                      imbalance_weighted, imbalance_wall_ns, escalated_traces)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (hour) DO UPDATE SET jobs = jobs + excluded.jobs,
-                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns,
-                     imbalance_jobs = imbalance_jobs + excluded.imbalance_jobs,
-                     imbalance_weighted = imbalance_weighted + excluded.imbalance_weighted,
-                     imbalance_wall_ns = imbalance_wall_ns + excluded.imbalance_wall_ns,
-                     escalated_traces = escalated_traces + excluded.escalated_traces"
-            ))?
-            .execute(params![
+                 ON CONFLICT (hour) DO UPDATE SET jobs = t.jobs + excluded.jobs,
+                     wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns,
+                     imbalance_jobs = t.imbalance_jobs + excluded.imbalance_jobs,
+                     imbalance_weighted = t.imbalance_weighted + excluded.imbalance_weighted,
+                     imbalance_wall_ns = t.imbalance_wall_ns + excluded.imbalance_wall_ns,
+                     escalated_traces = t.escalated_traces + excluded.escalated_traces"
+            ),
+            params![
                 hour,
                 sums.jobs,
                 sums.wall_ns,
@@ -555,7 +578,8 @@ impl WriteTx<'_> {
                 sums.imbalance_weighted,
                 sums.imbalance_wall_ns,
                 sums.escalated_traces
-            ])?;
+            ],
+        )?;
         Ok(())
     }
 
@@ -569,68 +593,83 @@ impl WriteTx<'_> {
         sums: &GroupRow,
     ) -> Result<()> {
         let groups = tables.name("rollup_hour_groups");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT INTO {groups} (dimension, hour, name, jobs, wall_ns, mpi_ns)
+        self.db.execute(
+            &format!(
+                "INSERT INTO {groups} AS t (dimension, hour, name, jobs, wall_ns, mpi_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = jobs + excluded.jobs,
-                     wall_ns = wall_ns + excluded.wall_ns, mpi_ns = mpi_ns + excluded.mpi_ns"
-            ))?
-            .execute(params![
-                dimension,
-                hour,
-                name,
-                sums.jobs,
-                sums.wall_ns,
-                sums.mpi_ns
-            ])?;
+                 ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = t.jobs + excluded.jobs,
+                     wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns"
+            ),
+            params![dimension, hour, name, sums.jobs, sums.wall_ns, sums.mpi_ns],
+        )?;
         Ok(())
     }
 
     pub fn put_critical(&self, tables: Tables, c: &CriticalEntry) -> Result<()> {
         let critical = tables.name("critical_jobs");
-        self.tx
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO {critical} (end_ms, key, user, wall_ns, reasons)
-                 VALUES (?1, ?2, ?3, ?4, ?5)"
-            ))?
-            .execute(params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons])?;
+        self.db.execute(
+            &format!(
+                r#"INSERT INTO {critical} (end_ms, key, "user", wall_ns, reasons)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (end_ms, key) DO UPDATE SET "user" = excluded."user",
+                     wall_ns = excluded.wall_ns, reasons = excluded.reasons"#
+            ),
+            params![c.end_ms, c.key, c.user, c.wall_ns, c.reasons],
+        )?;
         Ok(())
     }
 
     /// Empty rebuilt tables, made as the live ones are (without their secondary indexes, made
     /// when swapped in); any earlier rebuilt or retired ones are dropped.
     pub fn create_rebuilt_rollups(&self) -> Result<()> {
-        drop_tables(&self.tx, "rebuilt")?;
-        drop_tables(&self.tx, "retired")?;
+        drop_tables(self.db, "rebuilt")?;
+        drop_tables(self.db, "retired")?;
         for table in TABLES {
-            let sql: String = self.tx.query_row(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
-                [table],
-                |row| row.get(0),
-            )?;
-            self.tx
-                .execute_batch(&sql.replacen(table, &Tables::Rebuilt.name(table), 1))?;
+            let rebuilt = Tables::Rebuilt.name(table);
+            match self.db {
+                Db::Sqlite(conn) => {
+                    let sql: String = conn.query_row(
+                        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                        [table],
+                        |row| row.get(0),
+                    )?;
+                    conn.execute_batch(&sql.replacen(table, &rebuilt, 1))?;
+                }
+                Db::Postgres(_) => {
+                    // The columns as they are; the primary key under a name of the rebuilt
+                    // table's, which the swap gives the live one's.
+                    let key: String = self.db.query_one(
+                        "SELECT pg_get_constraintdef(oid) FROM pg_constraint
+                         WHERE conrelid = to_regclass(?1) AND contype = 'p'",
+                        &[&table],
+                        |row| row.get(0),
+                    )?;
+                    self.db.batch(&format!(
+                        "CREATE TABLE {rebuilt} (LIKE {table} INCLUDING ALL EXCLUDING INDEXES);
+                         ALTER TABLE {rebuilt} ADD CONSTRAINT {rebuilt}_pkey {key};"
+                    ))?;
+                }
+            }
         }
         Ok(())
     }
 
     /// The row ids of the jobs that ended in `[from, to)` (sorted).
     pub fn job_ids_ended_between(&self, from: u64, to: u64) -> Result<Vec<i64>> {
-        let mut stmt = self
-            .tx
-            .prepare_cached("SELECT id FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY id")?;
-        let ids = stmt.query_map(params![from, to], |row| row.get(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        self.db.query(
+            "SELECT id FROM jobs WHERE end_ms >= ?1 AND end_ms < ?2 ORDER BY id",
+            params![from, to],
+            |row| row.get(0),
+        )
     }
 
     /// Whether a job ended at `end_ms` or later.
     pub fn has_jobs_from(&self, end_ms: u64) -> Result<bool> {
-        Ok(self.tx.query_row(
+        self.db.query_one(
             "SELECT EXISTS (SELECT 1 FROM jobs WHERE end_ms >= ?1)",
-            [end_ms],
+            &[&end_ms],
             |row| row.get(0),
-        )?)
+        )
     }
 
     /// Put the rebuilt rollups in the place of the live ones: the live tables are renamed
@@ -639,35 +678,51 @@ impl WriteTx<'_> {
     /// on them. `critical` is noted as the thresholds of the critical list, and the rebuild's
     /// state and staleness are cleared.
     pub fn swap_in_rebuilt(&self, critical: &str) -> Result<()> {
-        let conn: &Connection = &self.tx;
+        // Each live table's secondary indexes: their names and the statements that make them.
+        let index_sql = match self.db.dialect() {
+            Dialect::Sqlite => {
+                "SELECT name, sql FROM sqlite_master
+                 WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL"
+            }
+            Dialect::Postgres => {
+                "SELECT c.relname::TEXT, pg_get_indexdef(c.oid) FROM pg_index i
+                 JOIN pg_class c ON c.oid = i.indexrelid
+                 WHERE i.indrelid = to_regclass(?1) AND NOT i.indisprimary"
+            }
+        };
         let mut indexes: Vec<(String, String)> = Vec::new();
         for table in TABLES {
-            let mut stmt = conn.prepare(
-                "SELECT name, sql FROM sqlite_master
-                 WHERE type = 'index' AND tbl_name = ?1 AND sql IS NOT NULL",
-            )?;
-            let rows = stmt.query_map([table], |row| Ok((row.get(0)?, row.get(1)?)))?;
-            for index in rows {
-                indexes.push(index?);
-            }
+            indexes.extend(
+                self.db
+                    .query(index_sql, &[&table], |row| Ok((row.get(0)?, row.get(1)?)))?,
+            );
         }
         for (name, _) in &indexes {
-            conn.execute_batch(&format!("DROP INDEX \"{name}\""))?;
+            self.db.batch(&format!("DROP INDEX \"{name}\""))?;
         }
         for table in TABLES {
-            conn.execute_batch(&format!(
+            let rebuilt = Tables::Rebuilt.name(table);
+            self.db.batch(&format!(
                 "ALTER TABLE {table} RENAME TO retired_{table};
-                 ALTER TABLE {} RENAME TO {table};",
-                Tables::Rebuilt.name(table)
+                 ALTER TABLE {rebuilt} RENAME TO {table};"
             ))?;
+            if self.db.dialect() == Dialect::Postgres {
+                // A primary key's index is named in the schema: the live one's name goes with
+                // the live table.
+                self.db.batch(&format!(
+                    "ALTER TABLE retired_{table} RENAME CONSTRAINT {table}_pkey
+                         TO retired_{table}_pkey;
+                     ALTER TABLE {table} RENAME CONSTRAINT {rebuilt}_pkey TO {table}_pkey;"
+                ))?;
+            }
         }
         for (_, sql) in indexes {
-            conn.execute_batch(&sql)?;
+            self.db.batch(&sql)?;
         }
         self.set_rollup_state("critical", critical)?;
-        conn.execute(
+        self.db.execute(
             "DELETE FROM rollup_state WHERE name IN ('stale', 'rebuild_to', 'rebuild_critical')",
-            [],
+            &[],
         )?;
         Ok(())
     }
@@ -719,7 +774,7 @@ mod tests {
             }
         }
         // Many critical jobs: the page is read in the index's order, nothing sorted.
-        let query = critical_query(JobOrder::Cpu, CRITICAL_SORTED_AS_READ + 1);
+        let query = critical_query(Dialect::Sqlite, JobOrder::Cpu, CRITICAL_SORTED_AS_READ + 1);
         let plan = db.query_plan(&query, &[&0, &9, &PAGE_ROWS, &0]);
         assert!(
             plan.iter()

@@ -136,7 +136,7 @@ pub(crate) fn checked_record(filed: &FiledJob, stored: Value) -> Result<JobRecor
 
 /// The columns of `jobs` that hold a job's key and index, as [`FiledJob::from_row`] reads them.
 pub(crate) const INDEX_COLUMNS: &str =
-    "jobs.id, key, model_version, job_id, uid, user, exe, host, pid, \
+    "jobs.id, key, model_version, job_id, uid, \"user\", exe, host, pid, \
      ranks, start_ms, end_ms, wall_ns_sum, wall_ns_max, mpi_ns_sum, partial, critical_path_ns, \
      work_sum_ns, traced, app";
 
@@ -158,7 +158,7 @@ pub struct FiledJob {
 
 impl FiledJob {
     /// From a row whose first columns are [`INDEX_COLUMNS`].
-    pub(crate) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<FiledJob> {
+    pub(crate) fn from_row(row: &crate::db::Row<'_>) -> crate::Result<FiledJob> {
         let version: Option<u32> = row.get(2)?;
         let critical_path_ns: Option<u64> = row.get(16)?;
         let work_sum_ns: Option<u64> = row.get(17)?;
@@ -172,14 +172,14 @@ impl FiledJob {
                 uid: row.get(4)?,
                 user: row.get(5)?,
                 exe: row.get(6)?,
-                app: row.get::<_, Option<String>>(19)?.unwrap_or_default(),
-                host: row.get::<_, Option<String>>(7)?.unwrap_or_default(),
-                pid: row.get::<_, Option<u32>>(8)?.unwrap_or_default(),
+                app: row.get::<Option<String>>(19)?.unwrap_or_default(),
+                host: row.get::<Option<String>>(7)?.unwrap_or_default(),
+                pid: row.get::<Option<u32>>(8)?.unwrap_or_default(),
                 ranks: row.get(9)?,
                 start_unix_ms: row.get(10)?,
                 end_unix_ms: row.get(11)?,
                 wall_ns_sum: row.get(12)?,
-                wall_ns_max: row.get::<_, Option<u64>>(13)?.unwrap_or_default(),
+                wall_ns_max: row.get::<Option<u64>>(13)?.unwrap_or_default(),
                 mpi_ns_sum: row.get(14)?,
                 partial: row.get(15)?,
                 imbalance: critical_path_ns.zip(work_sum_ns).map(

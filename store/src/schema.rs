@@ -380,4 +380,12 @@ pub const MIGRATIONS: &[&str] = &[
         newest_line_ms INTEGER NOT NULL
     );
 ",
+    // Read positions per log host: the host whose file each position is (several ingests, one
+    // per log host, into one database each resume their own files, even files whose first bytes
+    // are alike, which shared one row). A position without one is from before, taken over by
+    // the first host that saves it. A table of its own, so that `positions` keeps its columns;
+    // IF NOT EXISTS: a database rewound by hand to an older schema (as tests do) may have it.
+    "
+    CREATE TABLE IF NOT EXISTS position_hosts (id INTEGER PRIMARY KEY, host TEXT NOT NULL);
+",
 ];

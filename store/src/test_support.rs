@@ -5,7 +5,7 @@ use crate::Result;
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub use crate::postgresql::test_support::{columns as postgres_columns, execute_as_reader};
 
@@ -55,11 +55,153 @@ fn column_of(conn: &Connection, sql: &str) -> Result<Vec<String>> {
 impl crate::WriteStore {
     /// Run `sql` (statements, no results) on this database.
     pub fn execute_batch(&self, sql: &str) -> Result<()> {
-        Ok(self.conn.execute_batch(sql)?)
+        self.db.batch(sql)
     }
 
     /// The first column of every row `sql` selects, as text ([`column_of`]).
     pub fn column(&self, sql: &str) -> Result<Vec<String>> {
-        column_of(&self.conn, sql)
+        column_of(self.db.sqlite_conn()?, sql)
+    }
+}
+
+/// A PostgreSQL server of a test's own, for the store's tests on both backends: Debian's
+/// `postgresql-15` run as `nobody` in a private directory (mode 0700), on a Unix socket there
+/// and no TCP port, its superuser `mpistat` logging in without a password (only `nobody` and
+/// root may reach the socket). Stopped and removed when dropped.
+pub struct PostgresForTest {
+    dir: PathBuf,
+}
+
+/// Where Debian's `postgresql-15` puts its server programs.
+const POSTGRES_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+/// The unprivileged user the test server runs as (PostgreSQL refuses to run as root).
+const POSTGRES_USER: &str = "nobody";
+
+impl PostgresForTest {
+    /// Start one (an error if `postgresql-15` is not installed: `scripts/prereqs.sh` installs
+    /// it; a store test does not pass without its PostgreSQL half).
+    pub fn start() -> PostgresForTest {
+        use std::os::unix::fs::PermissionsExt;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        assert!(
+            Path::new(POSTGRES_BIN).join("initdb").exists(),
+            "postgresql-15 is not installed (scripts/prereqs.sh installs it)"
+        );
+        let dir = std::env::temp_dir().join(format!(
+            "mpistat-store-pg-{}-{}",
+            std::process::id(),
+            STARTED.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let owned = std::process::Command::new("chown")
+            .arg(format!("{POSTGRES_USER}:"))
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(owned.success(), "chown {POSTGRES_USER} {}", dir.display());
+        let server = PostgresForTest { dir };
+        let data = server.dir.join("data");
+        server.run_as_owner(&[
+            &format!("{POSTGRES_BIN}/initdb"),
+            "--auth=trust",
+            "--username=mpistat",
+            "--encoding=UTF8",
+            "--locale=C",
+            "-D",
+            &data.to_string_lossy(),
+        ]);
+        let options = format!(
+            "-c listen_addresses='' -c unix_socket_directories='{}' -c fsync=off",
+            server.dir.display()
+        );
+        server.run_as_owner(&[
+            &format!("{POSTGRES_BIN}/pg_ctl"),
+            "start",
+            "-w",
+            "-t",
+            "120",
+            "-D",
+            &data.to_string_lossy(),
+            "-l",
+            &server.dir.join("server.log").to_string_lossy(),
+            "-o",
+            &options,
+        ]);
+        server
+    }
+
+    /// Its database `postgres`, as the superuser.
+    pub fn location(&self) -> crate::Location {
+        crate::Location::parse(&format!(
+            "postgresql://mpistat@/postgres?host={}",
+            self.dir.display()
+        ))
+        .unwrap()
+    }
+
+    /// Run `command` as the server's user, required to succeed.
+    fn run_as_owner(&self, command: &[&str]) {
+        let mut run = std::process::Command::new("runuser");
+        run.args(["-u", POSTGRES_USER, "--"]).args(command);
+        let out = run.output().expect("run a PostgreSQL program");
+        assert!(
+            out.status.success(),
+            "{run:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for PostgresForTest {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("runuser")
+            .args(["-u", POSTGRES_USER, "--"])
+            .arg(format!("{POSTGRES_BIN}/pg_ctl"))
+            .args(["stop", "-m", "fast", "-w", "-D"])
+            .arg(self.dir.join("data"))
+            .output();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A database of each backend for a test: a new SQLite file and a new PostgreSQL server
+/// ([`PostgresForTest`]). Each is removed (stopped) when dropped.
+pub enum TestDatabase {
+    Sqlite(PathBuf),
+    Postgres(PostgresForTest),
+}
+
+impl TestDatabase {
+    /// Both backends, SQLite first; `name` names the SQLite file.
+    pub fn both(name: &str) -> [TestDatabase; 2] {
+        let dir = std::env::temp_dir().join(format!("mpistat-store-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        [
+            TestDatabase::Sqlite(dir.join("db.sqlite")),
+            TestDatabase::Postgres(PostgresForTest::start()),
+        ]
+    }
+
+    pub fn location(&self) -> crate::Location {
+        match self {
+            TestDatabase::Sqlite(path) => crate::Location::Sqlite(path.clone()),
+            TestDatabase::Postgres(server) => server.location(),
+        }
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if let TestDatabase::Sqlite(path) = self {
+            if let Some(dir) = path.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
 }
