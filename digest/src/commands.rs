@@ -142,26 +142,21 @@ pub fn rebuild_rollups(options: &DatabaseOptions, err: &mut impl Write) -> anyho
 /// `mpistat db migrate`: [`site::load_and_migrate`], then every stored record read, those that
 /// cannot be used moved to the rejected entries (said on `err`).
 pub fn migrate(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Result<()> {
-    if let (_, Location::Postgres(url)) = site::config_and_location(options)? {
-        let ran = mpistat_store::postgresql::migrate(&url)?;
-        writeln!(
-            err,
-            "database {url}: schema {} (up to date; {ran} migrations ran)",
-            mpistat_store::postgresql::MIGRATIONS.len()
-        )?;
-        return Ok(());
-    }
+    let (_, location) = site::config_and_location(options)?;
     let (_, db) = site::load_and_migrate(options)?;
     let read = db.quarantine_unusable()?;
     let quarantined = db.take_quarantined();
     for done in &quarantined {
         writeln!(err, "mpistat: {done}")?;
     }
+    let schema = match location {
+        Location::Sqlite(_) => mpistat_store::MIGRATIONS.len(),
+        Location::Postgres(_) => mpistat_store::postgresql::MIGRATIONS.len(),
+    };
     writeln!(
         err,
-        "database {}: schema {} (up to date), {read} stored records read, {} not usable",
-        db.path().unwrap_or_default().display(),
-        mpistat_store::MIGRATIONS.len(),
+        "database {location}: schema {schema} (up to date), {read} stored records read, {} not \
+         usable",
         quarantined.len()
     )?;
     Ok(())

@@ -23,8 +23,8 @@ pub struct DatabaseOptions {
 /// Rollups that are out of date (a database upgraded from before them, or other critical-job
 /// thresholds) are read as they are, and said on stderr: the write side rebuilds them.
 pub fn load(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, ReadStore)> {
-    let (config, database) = config_and_database(args)?;
-    let db = ReadStore::open(&database)?;
+    let (config, location) = config_and_location(args)?;
+    let db = ReadStore::open_at(&location)?;
     say_if_rollups_out_of_date(&db, &config)?;
     Ok((config, db))
 }
@@ -44,8 +44,8 @@ pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow
 /// The site configuration and the database to write, as it is ([`open_writer`]):
 /// `rebuild-rollups`, the mails' bookkeeping.
 pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
-    let (config, database) = config_and_database(args)?;
-    Ok((config, open_writer(&database, false)?))
+    let (config, location) = config_and_location(args)?;
+    Ok((config, open_writer(&location, false)?))
 }
 
 /// The site configuration and the database to write, created if needed and brought up to date
@@ -53,30 +53,33 @@ pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteS
 /// ([`mpistat_figures::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
 /// migrate`.
 pub fn load_and_migrate(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
-    let (config, database) = config_and_database(args)?;
-    let db = open_writer(&database, true)?;
+    let (config, location) = config_and_location(args)?;
+    let db = open_writer(&location, true)?;
     mpistat_figures::rollup::ensure_built(&db, &config.site_report)?;
     db.report_quarantined(&mut std::io::stderr())?;
     Ok((config, db))
 }
 
-/// Open the database at `path` to write, private to its owner whatever the umask (every user's
-/// jobs are in it): created with its directory and brought up to date if `migrate`, else
-/// refused unless it has this mpistat's schema.
-pub fn open_writer(path: &Path, migrate: bool) -> anyhow::Result<WriteStore> {
-    if migrate {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
+/// Open the database at `location` to write, brought up to date if `migrate`, else refused
+/// unless it has this mpistat's schema. A SQLite file is private to its owner whatever the umask
+/// (every user's jobs are in it), created with its directory if `migrate`; a PostgreSQL
+/// server keeps its own access rules (docs/store.md).
+pub fn open_writer(location: &Location, migrate: bool) -> anyhow::Result<WriteStore> {
+    if let Location::Sqlite(path) = location {
+        if migrate {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+        }
+        if migrate || path.exists() {
+            crate::private::owner_only_database(path)?;
         }
     }
-    if migrate || path.exists() {
-        crate::private::owner_only_database(path)?;
-    }
     Ok(if migrate {
-        WriteStore::open(path)?
+        WriteStore::open_at(location)?
     } else {
-        WriteStore::open_current(path)?
+        WriteStore::open_current_at(location)?
     })
 }
 
@@ -117,16 +120,4 @@ pub fn config_and_location(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig
         },
     };
     Ok((config, location))
-}
-
-/// The SQLite database of [`config_and_location`]: the commands but `mpistat db migrate` do
-/// not run on PostgreSQL yet (issue 35 §2), and say so.
-pub fn config_and_database(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, PathBuf)> {
-    match config_and_location(args)? {
-        (config, Location::Sqlite(path)) => Ok((config, path)),
-        (_, Location::Postgres(url)) => anyhow::bail!(
-            "database {url}: this command does not run on PostgreSQL yet (only `mpistat db \
-             migrate` and `mpistat db copy` do; docs/store.md)"
-        ),
-    }
 }

@@ -141,6 +141,15 @@ impl ReadStore {
         }
     }
 
+    /// Where another handle opens this database ([`ReadStore::open_at`]; `None`: a SQLite
+    /// database in memory, which only this handle reaches).
+    pub fn location(&self) -> Option<Location> {
+        match &self.db {
+            Db::Sqlite(_) => self.path().map(Location::Sqlite),
+            Db::Postgres(postgres) => Some(Location::Postgres(postgres.url.clone())),
+        }
+    }
+
     /// The read positions of this handle's log host's files ([`ReadStore::position_host`]),
     /// and those kept before positions had a host.
     pub fn positions(&self) -> Result<Vec<Position>> {

@@ -33,11 +33,11 @@ use mpistat_figures::rollup;
 use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
 use mpistat_site::{Listen, ServeAuth, SiteConfig};
-use mpistat_store::ReadStore;
+use mpistat_store::{Location, ReadStore};
 use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -477,7 +477,7 @@ impl Pages {
 /// The pages and the database they are made from: what [`server::run`] serves.
 struct Served {
     pages: Pages,
-    database: PathBuf,
+    database: Location,
 }
 
 impl server::Site for Served {
@@ -485,7 +485,7 @@ impl server::Site for Served {
 
     /// A read handle: serving a page never writes the database.
     fn worker(&self) -> anyhow::Result<ReadStore> {
-        Ok(ReadStore::open(&self.database)?)
+        Ok(ReadStore::open_at(&self.database)?)
     }
 
     fn identify(&self, request: &http::Request) -> Option<String> {
@@ -554,7 +554,7 @@ pub fn limits(config: &mpistat_site::ServeConfig) -> server::Limits {
 }
 
 /// Serve on `listen` until killed, `WORKERS` threads each with its own database connection.
-pub fn serve(pages: Pages, database: PathBuf, listen: &Listen) -> anyhow::Result<()> {
+pub fn serve(pages: Pages, database: Location, listen: &Listen) -> anyhow::Result<()> {
     let (listener, place) = match listen {
         Listen::Unix(path) => {
             let group = &pages.config.serve.socket_group;
@@ -599,7 +599,9 @@ pub struct Options {
 /// `mpistat serve [--listen ADDR|unix:PATH]`.
 pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
     let (config, db) = crate::site::load(&args.db)?;
-    let (_, database) = crate::site::config_and_database(&args.db)?;
+    let database = db
+        .location()
+        .ok_or_else(|| anyhow::anyhow!("a database in memory cannot be served"))?;
     drop(db);
     let listen = args
         .listen

@@ -122,14 +122,14 @@ pub fn write_site(
     };
     // Users' pages read their jobs' records (most of the work): on all cores, each with a
     // connection of its own (a database in memory has only the one).
-    match db.path() {
-        Some(path) => {
-            let path = path.as_path();
+    match db.location() {
+        Some(location) => {
+            let location = &location;
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
             std::thread::scope(|scope| {
                 let workers: Vec<_> = digests
                     .chunks(digests.len().div_ceil(threads).max(1))
-                    .map(|chunk| scope.spawn(move || user_pages(&ReadStore::open(path)?, chunk)))
+                    .map(|chunk| scope.spawn(move || user_pages(&ReadStore::open_at(location)?, chunk)))
                     .collect();
                 workers.into_iter().try_for_each(|w| {
                     w.join()
