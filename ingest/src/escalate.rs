@@ -346,7 +346,7 @@ fn uid_of(user: &str) -> Result<u32, EscalateError> {
     if let Ok(uid) = user.parse() {
         return Ok(uid);
     }
-    use crate::ingest::accounts::System;
+    use crate::accounts::System;
     System::default()
         .uid_of(user)
         .ok_or_else(|| EscalateError::NoUser(user.to_string()))

@@ -65,8 +65,23 @@
 //! [`crate::escalate::needs_a_look`]), is queued for [`crate::escalate::after_ingest`] in the
 //! transaction that stores it, so looking at the new jobs after a run reads only those few.
 
+/// Why a run of ingest stopped (what it read before is stored: see "Crash safety").
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] mpistat_store::Error),
+    #[error(transparent)]
+    Figures(#[from] mpistat_figures::Error),
+    /// A file could not be read, or what the run reports could not be written.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("the database writer stopped")]
+    WriterStopped,
+}
+
 pub mod accounts;
 pub mod clock;
+pub mod escalate;
 pub mod partials;
 pub mod report;
 pub mod source;
@@ -303,7 +318,7 @@ pub fn run_once(
     db: &mut WriteStore,
     options: &Options,
     err: &mut impl Write,
-) -> anyhow::Result<RunStats> {
+) -> Result<RunStats, crate::Error> {
     let known = db
         .positions()?
         .into_iter()
@@ -400,7 +415,7 @@ pub fn run_once(
 }
 
 impl Run<'_> {
-    fn read(&mut self, input: Input) -> anyhow::Result<()> {
+    fn read(&mut self, input: Input) -> Result<(), crate::Error> {
         let stat = source::stat_of(&input.path)?;
         if self.known.values().any(|p| p.stat.as_ref() == Some(&stat)) {
             return Ok(()); // read to its end before and unchanged since
@@ -436,7 +451,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn read_lines(&mut self, file: usize, opened: &mut Opened) -> anyhow::Result<()> {
+    fn read_lines(&mut self, file: usize, opened: &mut Opened) -> Result<(), crate::Error> {
         let take_unfinished = !self.files[file].input.live;
         while let Some((offset, line)) = opened.next_line(take_unfinished)? {
             self.push_line(file, offset, line);
@@ -806,7 +821,7 @@ impl Run<'_> {
     /// Hand what was found and every file's position to the writer, to be committed in one
     /// transaction; reading resumes at the first line of the earliest `unfinished` job in a
     /// file, else after its last line read.
-    fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> anyhow::Result<()> {
+    fn commit(&mut self, unfinished: &[(String, FirstLine)]) -> Result<(), crate::Error> {
         self.take_decoded(true);
         let pending = std::mem::replace(&mut self.pending, Pending::new(&self.options.critical));
         self.batch_lines = self.options.batch_lines.max(1);
@@ -838,7 +853,7 @@ impl Run<'_> {
         // Only fails when the writer stopped on an error, which `run_once` reports.
         self.writer.send(batch).map_err(|_| {
             self.writer_stopped = true;
-            anyhow::anyhow!("the database writer stopped")
+            crate::Error::WriterStopped
         })
     }
 
@@ -878,7 +893,7 @@ impl Run<'_> {
     }
 
     /// Report jobs still missing parts whose grace period is over, and commit everything.
-    fn finish(mut self) -> anyhow::Result<RunStats> {
+    fn finish(mut self) -> Result<RunStats, crate::Error> {
         self.take_decoded(true);
         let waiting = self.give_up_overdue(true);
         self.commit(&waiting)?;

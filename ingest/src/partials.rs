@@ -140,7 +140,7 @@ pub fn sort_out(
     tx: &WriteTx<'_>,
     jobs: Vec<JobRow>,
     now_ms: u64,
-) -> anyhow::Result<(Vec<JobRow>, bool, u64)> {
+) -> Result<(Vec<JobRow>, bool, u64), crate::Error> {
     let mut store = Vec::with_capacity(jobs.len());
     let mut sorted = false;
     let mut rejected = 0;
@@ -208,7 +208,7 @@ fn other_half(
     half: Half,
     record: &JobRecord,
     state: HalfState,
-) -> anyhow::Result<Option<(u64, String, JobRecord, bool)>> {
+) -> Result<Option<(u64, String, JobRecord, bool)>, crate::Error> {
     let end = record.end_unix_ms;
     let (from, to) = match half {
         Half::Abort => (
@@ -242,7 +242,7 @@ fn other_half(
 
 /// The held halves that were held at `held_to_ms` or before (still alone after the grace
 /// period), marked stored, as jobs to store alone.
-pub fn lone(tx: &WriteTx<'_>, held_to_ms: u64) -> anyhow::Result<Vec<JobRow>> {
+pub fn lone(tx: &WriteTx<'_>, held_to_ms: u64) -> Result<Vec<JobRow>, crate::Error> {
     let mut jobs = Vec::new();
     for half in tx.take_lone_halves(held_to_ms)? {
         let record = inflated_record(&half.deflated)?;

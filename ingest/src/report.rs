@@ -7,7 +7,7 @@ use std::io::Write;
 
 /// Print the stored jobs, the rejected entries (counted by kind, then one line each) and the
 /// read position of every file.
-pub fn print(db: &ReadStore, out: &mut impl Write) -> anyhow::Result<()> {
+pub fn print(db: &ReadStore, out: &mut impl Write) -> Result<(), crate::Error> {
     writeln!(out, "jobs stored: {}", db.job_count()?)?;
     let rejected = db.rejected()?;
     let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();

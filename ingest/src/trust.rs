@@ -336,20 +336,7 @@ pub fn forgery(
     }
 }
 
-/// Why `name` cannot be a login name the mails and pages may go by, if it cannot: empty,
-/// with space around it, or with a control character (none of which a password database
-/// gives; a mail to such a name could reach someone else).
-pub fn name_problem(name: &str) -> Option<&'static str> {
-    if name.is_empty() {
-        Some("an empty name")
-    } else if name.trim() != name {
-        Some("a name with surrounding space")
-    } else if name.chars().any(char::is_control) {
-        Some("a name with a control character")
-    } else {
-        None
-    }
-}
+pub use mpistat_record::limits::name_problem;
 
 /// Whether the host a record names is `node`, the one its line came from: their first labels
 /// agree, ignoring case (a profiler writes the kernel's host name, which may be the full name;
@@ -367,7 +354,7 @@ pub fn same_host(claimed: &str, node: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::accounts::Table;
+    use crate::accounts::Table;
     use std::sync::Arc;
 
     #[test]

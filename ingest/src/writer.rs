@@ -5,7 +5,7 @@
 //! committed whole or not at all. The two partial records of a job whose `MPI_Abort` ran on
 //! another node than rank 0 are stored as one job ([`partials`]).
 
-use crate::ingest::partials;
+use crate::partials;
 use mpistat_figures::rollup::{count_in_rebuild, Rollups};
 use mpistat_site::SiteReportConfig;
 use mpistat_store::rollups::Tables;
@@ -59,7 +59,7 @@ pub fn write(
     mut checkpoints: Option<Checkpoints>,
     critical: &SiteReportConfig,
     partial_grace: Duration,
-) -> anyhow::Result<Written> {
+) -> Result<Written, crate::Error> {
     let mut written = Written::default();
     // Position rows made in this run, by file number.
     let mut ids: HashMap<usize, i64> = HashMap::new();
@@ -134,7 +134,7 @@ fn store(
     rollups: Option<Rollups>,
     critical: &SiteReportConfig,
     written: &mut Written,
-) -> anyhow::Result<()> {
+) -> Result<(), crate::Error> {
     // Whether each job was new.
     let mut new = Vec::with_capacity(jobs.len());
     for job in jobs {

@@ -16,7 +16,7 @@ use mpistat_testkit::forge;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_digest::ingest::{run_once, Options, RunStats};
+use mpistat_ingest::{run_once, Options, RunStats};
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::WriteStore;
@@ -245,7 +245,7 @@ fn a_run_reads_again_at_most_the_reread_limit() {
     let untimed = |line: &str| line.replacen("2026-11-18T10:00:00.000000+00:00 node1 ", "", 1);
     let mut text: String = cut.iter().map(|l| untimed(l)).collect();
     let filler = "uid=0 pid=1 gid=0 kernel: a line of some other program, not ours at all\n";
-    let reread_max = mpistat_digest::ingest::REREAD_MAX as usize;
+    let reread_max = mpistat_ingest::REREAD_MAX as usize;
     text.push_str(&filler.repeat(reread_max / filler.len() + 1));
     std::fs::write(&log, &text).unwrap();
     let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
@@ -332,7 +332,7 @@ fn meeting_the_rule(job: &JobRecord, app: &str) -> JobRecord {
 /// said.
 #[test]
 fn the_escalation_list_holds_no_over_long_application_and_few_entries_a_user() {
-    use mpistat_digest::escalate::{after_ingest, ENTRIES_PER_UID_MAX};
+    use mpistat_ingest::escalate::{after_ingest, ENTRIES_PER_UID_MAX};
     let dir = temp_dir("escalation");
     let log = dir.join("records.log");
     let alice = week_of_jobs(1).remove(0);
@@ -447,7 +447,7 @@ fn on_a_log_host_a_record_waits_by_its_own_relays_clock() {
 /// every record has its row.
 #[test]
 fn records_waiting_for_parts_are_bounded_over_all_senders() {
-    use mpistat_digest::ingest::PENDING_JOBS_TOTAL_MAX;
+    use mpistat_ingest::PENDING_JOBS_TOTAL_MAX;
     use mpistat_record::wire::PENDING_JOBS_MAX;
     let dir = temp_dir("senders");
     let log = dir.join("records.log");

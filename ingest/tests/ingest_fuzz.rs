@@ -11,7 +11,7 @@ use mpistat_testkit::counting;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
-use mpistat_digest::ingest::{run_once, Options};
+use mpistat_ingest::{run_once, Options};
 use mpistat_store::WriteStore;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

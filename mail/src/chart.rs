@@ -1,12 +1,12 @@
 //! The HTML mail's charts as PNG images (mail clients show `cid:` images, not scripts or SVG),
-//! drawn with `plotters`' bitmap backend and the bundled font ([`crate::plot`]), encoded with
+//! drawn with `plotters`' bitmap backend and the bundled font ([`mpistat_render::plot`]), encoded with
 //! the `png` crate: where the MPI time goes per routine (routine names on the axis, time in
 //! engineering units, a legend of the estimate's parts), and the user's MPI share among all
 //! users of the week. At most [`WIDTH`] pixels wide: they fit the mail's 600 px.
 
-use crate::plot::{fonts, FONT};
-use crate::render::user::UserDigest;
 use mpistat_record::units::duration;
+use mpistat_render::plot::{fonts, FONT};
+use mpistat_render::user::UserDigest;
 use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 
@@ -134,7 +134,7 @@ fn legend(root: &DrawingArea<BitMapBackend, plotters::coord::Shift>) -> DrawResu
         .iter()
         .map(|(name, rgb)| (*name, colour(*rgb)))
         .collect();
-    crate::plot::legend(root, &items, 118, 8)
+    mpistat_render::plot::legend(root, &items, 118, 8)
 }
 
 /// A 0..100 % axis with a grey tick per user of the week and a black bar for this user.

@@ -5,11 +5,11 @@
 //! table scrolls in its own box ([`TABLE_BOX`]) and the page does not.
 
 use super::chart::{MAX_ROUTINES, PART_COLOURS};
-use crate::html::escape;
-use crate::render::html::{routine_table, traced_job, TABLE, TABLE_BOX};
-use crate::render::user::{UserDigest, FURTHER, NOT_SPLIT};
 use mpistat_figures::sums::application_label;
 use mpistat_record::units::{count, rate};
+use mpistat_render::html::{routine_table, traced_job, TABLE, TABLE_BOX};
+use mpistat_render::user::{UserDigest, FURTHER, NOT_SPLIT};
+use mpistat_site::html::escape;
 use std::fmt::Write;
 
 /// Content id of the MPI-share strip.
@@ -160,7 +160,11 @@ pub fn render(d: &UserDigest) -> String {
     }
     out.push_str("</table></div>\n");
     if d.top_jobs.iter().any(|j| j.slurm) {
-        let _ = writeln!(out, "<p>{}</p>", escape(crate::render::user::SLURM_CLAIMED));
+        let _ = writeln!(
+            out,
+            "<p>{}</p>",
+            escape(mpistat_render::user::SLURM_CLAIMED)
+        );
     }
     level6(&mut out, d);
     out.push_str("<h3>How to go further</h3>\n");
@@ -180,5 +184,5 @@ fn level6(out: &mut String, d: &UserDigest) {
     for t in &d.traced {
         traced_job(out, t);
     }
-    let _ = writeln!(out, "<p>{}</p>", escape(crate::render::user::OTF2_EXPORT));
+    let _ = writeln!(out, "<p>{}</p>", escape(mpistat_render::user::OTF2_EXPORT));
 }

@@ -1,6 +1,6 @@
 //! `mpistat digest`: one mail per user who ran jobs in a week, built from the database.
 //!
-//! What a mail says is computed in [`crate::render::user`] (from the week's rollups, crate
+//! What a mail says is computed in [`mpistat_render::user`] (from the week's rollups, crate
 //! `mpistat-figures`, which also has the ISO weeks); `text` and `html` lay it out (`chart` draws
 //! the HTML's images). With
 //! `--send` every (user, week) is sent at most once: the outcome is recorded in the database's
@@ -16,7 +16,29 @@ use mpistat_mailer::{Image, Mail, Mailer};
 use mpistat_site::SiteConfig;
 use mpistat_store::{MailStatus, ReadStore, WriteStore};
 use std::io::Write;
-use std::process::ExitCode;
+
+/// Why the mails could not be made or sent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Open(#[from] mpistat_service::OpenError),
+    #[error(transparent)]
+    Store(#[from] mpistat_store::Error),
+    #[error(transparent)]
+    Render(#[from] mpistat_render::Error),
+    #[error(transparent)]
+    Figures(#[from] mpistat_figures::Error),
+    #[error(transparent)]
+    Mailer(#[from] mpistat_mailer::MailerError),
+    /// A week given (`--week`), or stored with a failed mail, is not an ISO week.
+    #[error("{0}")]
+    Week(String),
+    #[error(transparent)]
+    Clock(#[from] std::time::SystemTimeError),
+    /// What the command reports could not be written.
+    #[error(transparent)]
+    Report(#[from] std::io::Error),
+}
 
 /// The mails of `week`, one per user (only `user`'s when given).
 pub fn mails(
@@ -24,12 +46,12 @@ pub fn mails(
     config: &SiteConfig,
     week: IsoWeek,
     user: Option<&str>,
-) -> anyhow::Result<Vec<Mail>> {
+) -> Result<Vec<Mail>, Error> {
     let (from, to) = week.range_ms();
     let week_name = week.to_string();
     // From the week's rollups (sums per day and user, kept by ingest): no record is read.
     let period = mpistat_figures::period::Period::week(week);
-    let mut digests = crate::render::user::user_digests(db, &period, config, user)?;
+    let mut digests = mpistat_render::user::user_digests(db, &period, config, user)?;
     for d in &mut digests {
         d.traced = db
             .analyses_between(&d.user, from, to)?
@@ -76,10 +98,10 @@ pub fn send(
     week: IsoWeek,
     user: Option<&str>,
     err: &mut impl Write,
-) -> anyhow::Result<SendStats> {
+) -> Result<SendStats, Error> {
     let mut weeks = vec![week];
     for failed in db.failed_mail_weeks()? {
-        let failed = IsoWeek::parse(&failed).map_err(anyhow::Error::msg)?;
+        let failed = IsoWeek::parse(&failed).map_err(Error::Week)?;
         if !weeks.contains(&failed) {
             weeks.push(failed);
         }
@@ -88,7 +110,7 @@ pub fn send(
     for week in weeks {
         for mail in mails(db, config, week, user)? {
             // Ingest rejects such names; jobs stored before it did are not mailed either.
-            if let Some(problem) = crate::ingest::trust::name_problem(&mail.user) {
+            if let Some(problem) = mpistat_record::limits::name_problem(&mail.user) {
                 writeln!(
                     err,
                     "mpistat: no mail of {:?} for {}: {problem}",
@@ -128,7 +150,7 @@ pub fn send(
 /// What `mpistat digest` does: which week and user, and whether to send.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    pub db: crate::site::DatabaseOptions,
+    pub db: mpistat_service::DatabaseOptions,
     /// The ISO week (`2026-W47`); the last complete one if `None`.
     pub week: Option<String>,
     /// Only this user's mail.
@@ -137,19 +159,23 @@ pub struct Options {
     pub send: bool,
 }
 
-/// `mpistat digest`: print the mails' text (default, `--dry-run`) or send them (`--send`).
-pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
+/// `mpistat digest`: print the mails' text on `out` (default, `--dry-run`) or send them
+/// (`--send`, saying what was sent on `err`; the binary fails when some failed).
+pub fn command(
+    args: &Options,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<SendStats, Error> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
     let week = match &args.week {
-        Some(text) => IsoWeek::parse(text).map_err(anyhow::Error::msg)?,
+        Some(text) => IsoWeek::parse(text).map_err(Error::Week)?,
         None => IsoWeek::last_complete(now_ms),
     };
     let user = args.user.as_deref();
     if !args.send {
-        let (config, db) = crate::site::load(&args.db)?;
-        let out = &mut std::io::stdout().lock();
+        let (config, db) = mpistat_service::load(&args.db, err)?;
         for (n, mail) in mails(&db, &config, week, user)?.iter().enumerate() {
             if n > 0 {
                 writeln!(out, "\n{}\n", "=".repeat(78))?;
@@ -157,13 +183,12 @@ pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
             writeln!(out, "To: {}\nSubject: {}\n", mail.user, mail.subject)?;
             write!(out, "{}", mail.text)?;
         }
-        db.report_quarantined(&mut std::io::stderr())?;
-        return Ok(ExitCode::SUCCESS);
+        db.report_quarantined(err)?;
+        return Ok(SendStats::default());
     }
-    let (config, db) = crate::site::load_writer(&args.db)?;
-    crate::site::say_if_rollups_out_of_date(&db, &config)?;
+    let (config, db) = mpistat_service::load_writer(&args.db)?;
+    mpistat_service::say_if_rollups_out_of_date(&db, &config, err)?;
     let mailer = Mailer::from_site(&config.mail)?;
-    let err = &mut std::io::stderr().lock();
     let stats = send(&db, &config, &mailer, week, user, err)?;
     writeln!(
         err,
@@ -171,9 +196,5 @@ pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
         stats.sent, stats.already_sent, stats.failed
     )?;
     db.report_quarantined(err)?;
-    Ok(if stats.failed > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(stats)
 }

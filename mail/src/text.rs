@@ -1,9 +1,9 @@
 //! The plain-text part of the mail: at most 80 columns, reads well in mutt. Critical values are
 //! marked with `!`.
 
-use crate::render::user::{estimate, UserDigest, FURTHER, NOT_SPLIT, OTF2_EXPORT};
 use mpistat_figures::sums::application_label;
 use mpistat_record::units::{bytes, count, duration, rate};
+use mpistat_render::user::{estimate, UserDigest, FURTHER, NOT_SPLIT, OTF2_EXPORT};
 use std::fmt::Write;
 
 /// Width paragraphs are wrapped to.
@@ -103,7 +103,7 @@ pub fn render(d: &UserDigest) -> String {
     }
     if d.routines.iter().any(|r| !r.fits) {
         out.push_str(&wrap(
-            &format!("* {}", crate::render::user::MODEL_DOES_NOT_FIT),
+            &format!("* {}", mpistat_render::user::MODEL_DOES_NOT_FIT),
             "  ",
         ));
     }
@@ -176,7 +176,7 @@ pub fn render(d: &UserDigest) -> String {
         );
     }
     if d.top_jobs.iter().any(|j| j.slurm) {
-        let _ = writeln!(out, "({})", crate::render::user::SLURM_CLAIMED);
+        let _ = writeln!(out, "({})", mpistat_render::user::SLURM_CLAIMED);
     }
     if !d.traced.is_empty() {
         let _ = writeln!(out);

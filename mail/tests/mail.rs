@@ -5,8 +5,8 @@
 use mpistat_testkit::synthetic as common;
 
 use common::week_47_database;
-use mpistat_digest::mail::{mails, send, SendStats};
 use mpistat_figures::week::IsoWeek;
+use mpistat_mail::{mails, send, SendStats};
 use mpistat_mailer::Mailer;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
@@ -302,11 +302,11 @@ fn smtp_server_down_then_up_gets_every_mail_once() {
 /// read in the totals mode, so they are "not split (totals mode)", not "MPI 0".
 #[test]
 fn a_week_of_one_short_job() {
-    use mpistat_digest::mail::{html, text};
-    use mpistat_digest::render::user::Week;
     use mpistat_figures::sums::UserWeek;
+    use mpistat_mail::{html, text};
     use mpistat_record::model::{CounterEvent, CounterSet, RoutineStats};
     use mpistat_record::Stat;
+    use mpistat_render::user::Week;
     let routine = |name: &str, class: &str, calls: u64, time_ns: u64| RoutineStats {
         name: name.into(),
         class: class.into(),

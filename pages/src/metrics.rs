@@ -123,7 +123,11 @@ fn take_out(rows: &mut GroupRows, key: (Dimension, String), sums: &GroupSums) {
 }
 
 /// The names of the hours `[from, to)` by hour.
-fn names_of_hours(db: &ReadStore, from: u64, to: u64) -> anyhow::Result<BTreeMap<u64, GroupRows>> {
+fn names_of_hours(
+    db: &ReadStore,
+    from: u64,
+    to: u64,
+) -> Result<BTreeMap<u64, GroupRows>, crate::Error> {
     let mut by_hour: BTreeMap<u64, GroupRows> = BTreeMap::new();
     for dimension in Dimension::ALL {
         rollup::each_hour_group(db, dimension, from, to, |hour, name, sums| {
@@ -139,7 +143,7 @@ fn names_of_hours(db: &ReadStore, from: u64, to: u64) -> anyhow::Result<BTreeMap
 
 impl Named {
     /// Counted from every row of the widest window ending at `end`.
-    fn count(db: &ReadStore, end: u64) -> anyhow::Result<Named> {
+    fn count(db: &ReadStore, end: u64) -> Result<Named, crate::Error> {
         let start = end.saturating_sub(WIDEST);
         let hours = db.hours_between(start, end)?.into_iter().collect();
         let mut windows = vec![GroupRows::new(); WINDOWS.len()];
@@ -170,7 +174,7 @@ impl Named {
     /// the recent ones; then each window takes in the hours that came and takes out those that
     /// went. `false` (the sums are then of no use) when that cannot be: an older hour changed,
     /// or the clock went back or on by a week or more.
-    fn catch_up(&mut self, db: &ReadStore, end: u64) -> anyhow::Result<bool> {
+    fn catch_up(&mut self, db: &ReadStore, end: u64) -> Result<bool, crate::Error> {
         if end < self.end_hour || end - self.end_hour >= WIDEST {
             return Ok(false);
         }
@@ -280,7 +284,7 @@ pub fn gather(
     now_ms: u64,
     limit: usize,
     cache: &TopCache,
-) -> anyhow::Result<Figures> {
+) -> Result<Figures, crate::Error> {
     // Every read below sees the same commit of ingest's.
     db.in_snapshot(|db| gather_in(db, now_ms, limit, cache))
 }
@@ -291,7 +295,7 @@ fn gather_in(
     now_ms: u64,
     limit: usize,
     cache: &TopCache,
-) -> anyhow::Result<Figures> {
+) -> Result<Figures, crate::Error> {
     let end = now_ms / HOUR_MS;
     let start = end.saturating_sub(WIDEST);
     let hours = db.hours_between(start, end)?;

@@ -1,4 +1,4 @@
-//! The figures of `/metrics` (`mpistat_digest::metrics`) from jobs a real ingest stored, against
+//! The figures of `/metrics` (`mpistat_pages::metrics`) from jobs a real ingest stored, against
 //! sums worked out by hand: each window is its whole hours, a job of the current hour is in
 //! none, a record of a past hour that comes late changes the figures; a rebuild of the rollups
 //! gives the same figures; rejected entries are counted in the hour they were made and no longer
@@ -10,10 +10,10 @@ use mpistat_testkit::{dashboard, known};
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
 use known::Known;
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::metrics::{self, Figures, TopCache, WindowFigures};
 use mpistat_figures::rollup::{ensure_built, rebuild, Dimension, HOUR_MS};
+use mpistat_ingest::accounts::Table;
+use mpistat_ingest::{run_once, Options};
+use mpistat_pages::metrics::{self, Figures, TopCache, WindowFigures};
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::WriteStore;

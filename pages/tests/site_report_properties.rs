@@ -1,10 +1,10 @@
 //! Properties of the admin pages' building blocks: escaping loses nothing and leaves no markup,
 //! user page names are plain and distinct for distinct users, intervals survive their links.
 
-use mpistat_digest::html::escape;
-use mpistat_digest::site_report::pages::user_slug;
-use mpistat_digest::site_report::svg::{hbars, series, Bar};
 use mpistat_figures::period::Period;
+use mpistat_pages::site_report::pages::user_slug;
+use mpistat_pages::site_report::svg::{hbars, series, Bar};
+use mpistat_site::html::escape;
 use proptest::prelude::*;
 
 fn unescape(text: &str) -> String {

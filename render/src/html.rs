@@ -1,11 +1,11 @@
 //! HTML pieces the weekly mail and the admin pages both show: the per-routine table and a traced
 //! job's analysis, in the boxed tables of the mail's layout (at most 600 px wide).
 
-use crate::html::escape;
-use crate::render::user::{estimate, MODEL_DOES_NOT_FIT};
+use crate::user::{estimate, MODEL_DOES_NOT_FIT};
 use mpistat_figures::sums::RoutineRow;
 use mpistat_figures::traced::TracedJob;
 use mpistat_record::units::{bytes, count, duration};
+use mpistat_site::html::escape;
 use std::fmt::Write;
 
 /// Opens the box every table is in: it scrolls sideways when the screen is narrower than the

@@ -1,6 +1,6 @@
 //! What the charts of the mail (PNG, `mail::chart`) and of the admin pages (SVG,
 //! `site_report::svg`) share: both are drawn with `plotters`, whose text needs a font.
-//! The font is bundled: DejaVu Sans, committed under `digest/fonts/` with its licence (Bitstream
+//! The font is bundled: DejaVu Sans, committed under `render/fonts/` with its licence (Bitstream
 //! Vera's: free to copy and redistribute, unmodified) and compiled into the binary, so drawing
 //! text depends on no fontconfig, no installed font and no font name a machine may lack. Axis
 //! numbers are in engineering units with three significant digits ([`number`]).

@@ -106,7 +106,7 @@ pub fn user_digests(
     period: &Period,
     config: &SiteConfig,
     only: Option<&str>,
-) -> anyhow::Result<Vec<UserDigest>> {
+) -> Result<Vec<UserDigest>, crate::Error> {
     let users = mpistat_figures::rollup::users_of_period(db, period.from_ms, period.to_ms)?;
     let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
     for (user, totals) in users {

@@ -1,11 +1,15 @@
 //! The site configuration and database the site-side commands (`ingest`, `digest`,
 //! `site-report`, `serve`, `rebuild-rollups`, `escalate`, `db`) work with: readers open it with
 //! the store's read handle, writers with its write handle, and only ingest and `mpistat db
-//! migrate` upgrade it.
+//! migrate` upgrade it; and the files the site side writes, kept private to it ([`private`]).
+//! Its own crate, not `mpistat-site`'s: the in-job library links `mpistat-site`, and must not
+//! link a database.
 
-use anyhow::Context;
+pub mod private;
+
 use mpistat_site::{ConfigProblem, Database, SiteConfig};
 use mpistat_store::{Location, ReadStore, WriteStore};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Where a site-side command finds its configuration and its database.
@@ -18,32 +22,62 @@ pub struct DatabaseOptions {
     pub database: Option<String>,
 }
 
+/// Why a site-side command could not open its configuration or its database.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The configuration cannot be used as it is: the binary exits with `EX_CONFIG`.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] mpistat_store::Error),
+    #[error(transparent)]
+    Rollups(#[from] mpistat_figures::Error),
+    #[error(transparent)]
+    Private(#[from] private::PrivateError),
+    #[error("cannot create {}", .dir.display())]
+    CreateDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// What the command reports could not be written.
+    #[error(transparent)]
+    Report(#[from] std::io::Error),
+}
+
 /// Load the site configuration (refusing one with problems, [`config`]) and open the database
 /// it names (or `--database`) to read ([`ReadStore`]: read-only, never upgraded nor changed).
 /// Rollups that are out of date (a database upgraded from before them, or other critical-job
-/// thresholds) are read as they are, and said on stderr: the write side rebuilds them.
-pub fn load(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, ReadStore)> {
+/// thresholds) are read as they are, and said on `err`: the write side rebuilds them.
+pub fn load(
+    args: &DatabaseOptions,
+    err: &mut impl Write,
+) -> Result<(SiteConfig, ReadStore), OpenError> {
     let (config, location) = config_and_location(args)?;
     let db = ReadStore::open_at(&location)?;
-    say_if_rollups_out_of_date(&db, &config)?;
+    say_if_rollups_out_of_date(&db, &config, err)?;
     Ok((config, db))
 }
 
-/// Say on stderr if the rollups of `db` are out of date ([`mpistat_figures::rollup::out_of_date`]): a
+/// Say on `err` if the rollups of `db` are out of date ([`mpistat_figures::rollup::out_of_date`]): a
 /// reader reads them as they are.
-pub fn say_if_rollups_out_of_date(db: &ReadStore, config: &SiteConfig) -> anyhow::Result<()> {
+pub fn say_if_rollups_out_of_date(
+    db: &ReadStore,
+    config: &SiteConfig,
+    err: &mut impl Write,
+) -> Result<(), OpenError> {
     if let Some(why) = mpistat_figures::rollup::out_of_date(db, &config.site_report)? {
-        eprintln!(
+        writeln!(
+            err,
             "mpistat: {why}: the rollups are read as they are (mpistat ingest, or `mpistat db \
              migrate`, rebuilds them)"
-        );
+        )?;
     }
     Ok(())
 }
 
 /// The site configuration and the database to write, as it is ([`open_writer`]):
 /// `rebuild-rollups`, the mails' bookkeeping.
-pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
+pub fn load_writer(args: &DatabaseOptions) -> Result<(SiteConfig, WriteStore), OpenError> {
     let (config, location) = config_and_location(args)?;
     Ok((config, open_writer(&location, false)?))
 }
@@ -51,12 +85,15 @@ pub fn load_writer(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteS
 /// The site configuration and the database to write, created if needed and brought up to date
 /// ([`open_writer`] with migrations), its rollups rebuilt if they are out of date
 /// ([`mpistat_figures::rollup::ensure_built`]): the explicit step of ingest's start and `mpistat db
-/// migrate`.
-pub fn load_and_migrate(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, WriteStore)> {
+/// migrate`. Records the store quarantined are said on `err`.
+pub fn load_and_migrate(
+    args: &DatabaseOptions,
+    err: &mut impl Write,
+) -> Result<(SiteConfig, WriteStore), OpenError> {
     let (config, location) = config_and_location(args)?;
     let db = open_writer(&location, true)?;
     mpistat_figures::rollup::ensure_built(&db, &config.site_report)?;
-    db.report_quarantined(&mut std::io::stderr())?;
+    db.report_quarantined(err)?;
     Ok((config, db))
 }
 
@@ -64,16 +101,18 @@ pub fn load_and_migrate(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, W
 /// unless it has this mpistat's schema. A SQLite file is private to its owner whatever the umask
 /// (every user's jobs are in it), created with its directory if `migrate`; a PostgreSQL
 /// server keeps its own access rules (docs/store.md).
-pub fn open_writer(location: &Location, migrate: bool) -> anyhow::Result<WriteStore> {
+pub fn open_writer(location: &Location, migrate: bool) -> Result<WriteStore, OpenError> {
     if let Location::Sqlite(path) = location {
         if migrate {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("cannot create {}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|source| OpenError::CreateDir {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?;
             }
         }
         if migrate || path.exists() {
-            crate::private::owner_only_database(path)?;
+            private::owner_only_database(path)?;
         }
     }
     Ok(if migrate {
@@ -110,7 +149,7 @@ pub fn config(explicit: Option<&Path>) -> Result<SiteConfig, ConfigError> {
 
 /// The site configuration and the database it names (or `--database`): a SQLite file or a
 /// PostgreSQL URL.
-pub fn config_and_location(args: &DatabaseOptions) -> anyhow::Result<(SiteConfig, Location)> {
+pub fn config_and_location(args: &DatabaseOptions) -> Result<(SiteConfig, Location), OpenError> {
     let config = config(args.config.as_deref())?;
     let location = match &args.database {
         Some(text) => Location::parse(text)?,

@@ -22,23 +22,24 @@ pub mod http;
 pub mod server;
 
 use crate::metrics;
-use crate::private::Group;
 use crate::site_report::listing::Listing;
 use crate::site_report::pages::{self, user_slug, Place};
 use crate::site_report::search;
 use crate::site_report::summary::{self, summarise};
-use anyhow::Context;
+use crate::{Chain, Error};
 use mpistat_figures::period::Period;
 use mpistat_figures::rollup;
 use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
+use mpistat_service::private::Group;
 use mpistat_site::{Listen, ServeAuth, SiteConfig};
 use mpistat_store::{Location, ReadStore};
+pub use server::Log;
 use std::collections::HashMap;
+use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::Duration;
 
 const WORKERS: usize = 4;
@@ -88,51 +89,59 @@ pub fn parse_tokens(text: &str) -> (HashMap<String, String>, Vec<String>) {
 
 /// The text of a file that holds secrets, refusing one that others could have written or can
 /// read: it must be owned by root and neither writable by group/others nor readable by others.
-fn read_protected(path: &Path) -> anyhow::Result<String> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    anyhow::ensure!(
-        meta.uid() == 0,
-        "{} must be owned by root (it is owned by uid {})",
-        path.display(),
-        meta.uid()
-    );
-    anyhow::ensure!(
-        meta.mode() & 0o026 == 0,
-        "{} must not be writable by group or others, nor readable by others (mode {:o}; use 0640 root:mpistat)",
-        path.display(),
-        meta.mode() & 0o7777
-    );
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+fn read_protected(path: &Path) -> Result<String, Error> {
+    let cannot = |doing| {
+        move |source| Error::File {
+            doing,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    let meta = std::fs::metadata(path).map_err(cannot("read"))?;
+    if meta.uid() != 0 {
+        return Err(Error::SecretNotRoots {
+            path: path.to_path_buf(),
+            uid: meta.uid(),
+        });
+    }
+    if meta.mode() & 0o026 != 0 {
+        return Err(Error::SecretOpenToOthers {
+            path: path.to_path_buf(),
+            mode: meta.mode() & 0o7777,
+        });
+    }
+    std::fs::read_to_string(path).map_err(cannot("read"))
 }
 
 /// Read the tokens file (see [`read_protected`] for who must own it).
-pub fn load_tokens(path: &Path) -> anyhow::Result<(HashMap<String, String>, Vec<String>)> {
+pub fn load_tokens(path: &Path) -> Result<(HashMap<String, String>, Vec<String>), Error> {
     Ok(parse_tokens(&read_protected(path)?))
 }
 
 /// The secret the proxy adds to every request: the first line of `path` (see
 /// [`read_protected`]), at least 16 characters.
-pub fn load_proxy_secret(path: &Path) -> anyhow::Result<String> {
+pub fn load_proxy_secret(path: &Path) -> Result<String, Error> {
     let text = read_protected(path)?;
     let secret = text.lines().next().unwrap_or("").trim();
-    anyhow::ensure!(
-        secret.len() >= 16,
-        "{}: the secret must be at least 16 characters on the first line",
-        path.display()
-    );
+    if secret.len() < 16 {
+        return Err(Error::ShortSecret {
+            path: path.to_path_buf(),
+        });
+    }
     Ok(secret.to_string())
 }
 
-/// The auth settings of `config` (reading the tokens file for `token`).
-pub fn auth_from_site(config: &SiteConfig) -> anyhow::Result<Auth> {
+/// The auth settings of `config` (reading the tokens file for `token`; its problems are said
+/// on `err`).
+pub fn auth_from_site(config: &SiteConfig, err: &mut impl Write) -> Result<Auth, Error> {
     if config.serve.auth == ServeAuth::Token {
         let (tokens, problems) = load_tokens(&config.serve.tokens_file)?;
         for problem in problems {
-            eprintln!(
+            writeln!(
+                err,
                 "mpistat serve: {}: {problem}",
                 config.serve.tokens_file.display()
-            );
+            )?;
         }
         Ok(Auth::Tokens(tokens))
     } else {
@@ -142,19 +151,16 @@ pub fn auth_from_site(config: &SiteConfig) -> anyhow::Result<Auth> {
 
 /// Refuse header mode on TCP without a proxy secret unless the site explicitly allows it:
 /// anyone who can reach the port could claim to be anyone.
-pub fn check_guard(config: &SiteConfig, listen: &Listen) -> anyhow::Result<()> {
+pub fn check_guard(config: &SiteConfig, listen: &Listen) -> Result<(), Error> {
     let serve = &config.serve;
     let unguarded = serve.auth == ServeAuth::Header
         && matches!(listen, Listen::Tcp(_))
         && serve.proxy_secret_file.is_none();
-    anyhow::ensure!(
-        !unguarded || serve.allow_unguarded_header,
-        "refusing to trust the {} header on a TCP address without a guard: any local user could \
-         send it. Listen on a Unix socket (listen = \"unix:/run/mpistat/serve.sock\"), set \
-         [serve] proxy_secret_file, or, if only the proxy can reach this address, set \
-         [serve] allow_unguarded_header = true",
-        serve.user_header
-    );
+    if unguarded && !serve.allow_unguarded_header {
+        return Err(Error::Unguarded {
+            header: serve.user_header.clone(),
+        });
+    }
     Ok(())
 }
 
@@ -167,32 +173,46 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 /// Bind a Unix socket at `path` that only its owner and `group` (empty: ours) can open (mode
 /// 0660; created under umask 0177, so it is never more open than that). A stale socket is
 /// replaced; one a live server answers on, or any other file, is an error.
-pub fn bind_unix(path: &Path, group: &str) -> anyhow::Result<UnixListener> {
+pub fn bind_unix(path: &Path, group: &str) -> Result<UnixListener, Error> {
+    let cannot = |doing| {
+        move |source| Error::File {
+            doing,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_socket() => {
-            anyhow::ensure!(
-                UnixStream::connect(path).is_err(),
-                "{}: another server is listening there",
-                path.display()
-            );
-            std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::SocketInUse {
+                    path: path.to_path_buf(),
+                });
+            }
+            std::fs::remove_file(path).map_err(cannot("remove the stale socket"))?;
         }
-        Ok(_) => anyhow::bail!("{} exists and is not a socket", path.display()),
+        Ok(_) => {
+            return Err(Error::NotASocket {
+                path: path.to_path_buf(),
+            })
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e).with_context(|| format!("cannot look at {}", path.display())),
+        Err(e) => return Err(cannot("look at")(e)),
     }
     // SAFETY: umask only swaps the process's file-creation mask (restored right after).
     let old = unsafe { libc::umask(0o177) };
     let bound = UnixListener::bind(path);
     // SAFETY: as above.
     unsafe { libc::umask(old) };
-    let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
-    if let Some(group) = Group::named(group).context("[serve] socket_group")? {
+    let listener = bound.map_err(cannot("listen on"))?;
+    let group = Group::named(group).map_err(|source| Error::Group {
+        setting: "[serve] socket_group",
+        source,
+    })?;
+    if let Some(group) = group {
         group.give(path)?;
     }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+        .map_err(cannot("set the mode of"))?;
     Ok(listener)
 }
 
@@ -230,15 +250,18 @@ pub struct Pages {
     pub proxy_secret: Option<String>,
     /// What `/metrics` keeps from one scrape to the next.
     metrics: metrics::TopCache,
+    /// Where requests that failed are said.
+    pub log: Log,
 }
 
 impl Pages {
-    pub fn new(config: SiteConfig, auth: Auth, proxy_secret: Option<String>) -> Pages {
+    pub fn new(config: SiteConfig, auth: Auth, proxy_secret: Option<String>, log: Log) -> Pages {
         Pages {
             config,
             auth,
             proxy_secret,
             metrics: metrics::TopCache::default(),
+            log,
         }
     }
 
@@ -287,13 +310,14 @@ impl Pages {
         match self.route(db, login, url, now_ms) {
             Ok(reply) => reply,
             Err(e) => {
-                eprintln!("mpistat serve: {url}: {e:#}");
+                self.log
+                    .say(format_args!("mpistat serve: {url}: {}", Chain(&e)));
                 Reply::error(500, "internal error (logged)")
             }
         }
     }
 
-    fn route(&self, db: &ReadStore, login: &str, url: &str, now_ms: u64) -> anyhow::Result<Reply> {
+    fn route(&self, db: &ReadStore, login: &str, url: &str, now_ms: u64) -> Result<Reply, Error> {
         let (path, query_text) = url.split_once('?').unwrap_or((url, ""));
         let admin = self.is_admin(login);
         if path == "/metrics" {
@@ -364,7 +388,8 @@ impl Pages {
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let digests = crate::render::user::user_digests(db, &period, &self.config, Some(user))?;
+            let digests =
+                mpistat_render::user::user_digests(db, &period, &self.config, Some(user))?;
             let Some(digest) = digests.first() else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
@@ -484,8 +509,12 @@ impl server::Site for Served {
     type Worker = ReadStore;
 
     /// A read handle: serving a page never writes the database.
-    fn worker(&self) -> anyhow::Result<ReadStore> {
-        Ok(ReadStore::open_at(&self.database)?)
+    fn worker(&self) -> Result<ReadStore, mpistat_store::Error> {
+        ReadStore::open_at(&self.database)
+    }
+
+    fn log(&self) -> &Log {
+        &self.pages.log
     }
 
     fn identify(&self, request: &http::Request) -> Option<String> {
@@ -500,20 +529,20 @@ impl server::Site for Served {
 
     fn answer(&self, db: &mut ReadStore, login: &str, request: &http::Request) -> Vec<u8> {
         if let Err(e) = db.refresh() {
-            eprintln!("mpistat serve: {e}");
+            self.pages.log.say(format_args!("mpistat serve: {e}"));
         }
         let reply = self
             .pages
             .answer(db, Some(login), &request.target, now_ms());
-        // A worker thread of its own: nothing here holds the stderr lock.
-        let _ = db.report_quarantined(&mut std::io::stderr());
+        let _ = db.report_quarantined(&mut *self.pages.log.writer());
         self.pages.encode(&reply, request.head_only)
     }
 }
 
 /// The limits of `[serve]`, with `max_connections` lowered to what the process's file
 /// descriptors allow (their soft limit is raised to the hard one as far as needed).
-pub fn limits(config: &mpistat_site::ServeConfig) -> server::Limits {
+/// Connections given up for the file descriptor limit are said on `log`.
+pub fn limits(config: &mpistat_site::ServeConfig, log: &Log) -> server::Limits {
     let wanted = config.max_connections + SPARE_FDS;
     // SAFETY: getrlimit and setrlimit only read and write `limit`.
     let available = unsafe {
@@ -538,11 +567,11 @@ pub fn limits(config: &mpistat_site::ServeConfig) -> server::Limits {
         .min((available as usize).saturating_sub(SPARE_FDS))
         .max(1);
     if max_connections < config.max_connections {
-        eprintln!(
+        log.say(format_args!(
             "mpistat serve: only {max_connections} connections (of max_connections = {}): the \
              file descriptor limit is {available} (LimitNOFILE=)",
             config.max_connections
-        );
+        ));
     }
     server::Limits {
         max_connections,
@@ -553,8 +582,9 @@ pub fn limits(config: &mpistat_site::ServeConfig) -> server::Limits {
     }
 }
 
-/// Serve on `listen` until killed, `WORKERS` threads each with its own database connection.
-pub fn serve(pages: Pages, database: Location, listen: &Listen) -> anyhow::Result<()> {
+/// Serve on `listen` until killed, `WORKERS` threads each with its own database connection
+/// (what it does is said on `pages.log`).
+pub fn serve(pages: Pages, database: Location, listen: &Listen) -> Result<(), Error> {
     let (listener, place) = match listen {
         Listen::Unix(path) => {
             let group = &pages.config.serve.socket_group;
@@ -564,18 +594,21 @@ pub fn serve(pages: Pages, database: Location, listen: &Listen) -> anyhow::Resul
             (server::Listener::Unix(listener), place)
         }
         Listen::Tcp(address) => {
-            let listener = std::net::TcpListener::bind(address)
-                .with_context(|| format!("cannot listen on {address}"))?;
+            let listener =
+                std::net::TcpListener::bind(address).map_err(|source| Error::Listen {
+                    address: address.clone(),
+                    source,
+                })?;
             (server::Listener::Tcp(listener), address.clone())
         }
     };
-    let limits = limits(&pages.config.serve);
+    let limits = limits(&pages.config.serve, &pages.log);
     let secret = if pages.proxy_secret.is_some() {
         ", proxy secret required"
     } else {
         ""
     };
-    eprintln!(
+    pages.log.say(format_args!(
         "mpistat serve: listening on {place} (auth: {}{secret}); at most {} connections, {} per \
          peer; a request within {} s, its answer taken within {} s",
         pages.config.serve.auth,
@@ -583,7 +616,7 @@ pub fn serve(pages: Pages, database: Location, listen: &Listen) -> anyhow::Resul
         limits.max_connections_per_peer,
         limits.request_timeout.as_secs(),
         limits.response_timeout.as_secs(),
-    );
+    ));
     server::run(Served { pages, database }, listener, limits, WORKERS)?;
     Ok(())
 }
@@ -591,31 +624,28 @@ pub fn serve(pages: Pages, database: Location, listen: &Listen) -> anyhow::Resul
 /// What `mpistat serve` serves: the database, and where it listens.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    pub db: crate::site::DatabaseOptions,
+    pub db: mpistat_service::DatabaseOptions,
     /// `ADDR:PORT` or `unix:PATH`; `[serve] listen` if `None`.
     pub listen: Option<String>,
 }
 
-/// `mpistat serve [--listen ADDR|unix:PATH]`.
-pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
-    let database = db
-        .location()
-        .ok_or_else(|| anyhow::anyhow!("a database in memory cannot be served"))?;
+/// `mpistat serve [--listen ADDR|unix:PATH]`: serves until killed, saying what it does on `log`.
+pub fn command(args: &Options, log: Log) -> Result<(), Error> {
+    let (config, db) = mpistat_service::load(&args.db, &mut *log.writer())?;
+    let database = db.location().ok_or(Error::InMemory)?;
     drop(db);
     let listen = args
         .listen
         .as_deref()
         .map_or_else(|| config.serve.listen.clone(), Listen::parse);
     check_guard(&config, &listen)?;
-    let auth = auth_from_site(&config)?;
+    let auth = auth_from_site(&config, &mut *log.writer())?;
     let proxy_secret = match &config.serve.proxy_secret_file {
         Some(path) => Some(load_proxy_secret(path)?),
         None => None,
     };
-    let pages = Pages::new(config, auth, proxy_secret);
-    serve(pages, database, &listen)?;
-    Ok(ExitCode::SUCCESS)
+    let pages = Pages::new(config, auth, proxy_secret, log);
+    serve(pages, database, &listen)
 }
 
 #[cfg(test)]
@@ -650,6 +680,7 @@ mod tests {
             SiteConfig::default(),
             Auth::Header("REMOTE_USER".into()),
             None,
+            Log::new(std::io::sink()),
         );
         let got = header.identify([("remote_user", " alice ")].into_iter());
         assert_eq!(got.as_deref(), Some("alice"));
@@ -658,6 +689,7 @@ mod tests {
             SiteConfig::default(),
             Auth::Tokens(HashMap::from([("t".repeat(20), "bob".into())])),
             None,
+            Log::new(std::io::sink()),
         );
         let bearer = format!("Bearer {}", "t".repeat(20));
         let got = tokens.identify([("Authorization", bearer.as_str())].into_iter());
@@ -676,6 +708,7 @@ mod tests {
             SiteConfig::default(),
             Auth::Header("REMOTE_USER".into()),
             Some(secret.into()),
+            Log::new(std::io::sink()),
         );
         let as_root = ("REMOTE_USER", "root");
         assert_eq!(pages.identify([as_root].into_iter()), None);

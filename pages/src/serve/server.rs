@@ -24,7 +24,7 @@ use std::net::{IpAddr, Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 /// What the server admits.
@@ -45,7 +45,9 @@ pub struct Limits {
 pub trait Site: Send + Sync + 'static {
     type Worker: Send + 'static;
     /// The state of a new worker.
-    fn worker(&self) -> anyhow::Result<Self::Worker>;
+    fn worker(&self) -> Result<Self::Worker, mpistat_store::Error>;
+    /// Where the server says what it does (the limits it reached).
+    fn log(&self) -> &Log;
     /// Who sent `request`, if anyone we trust.
     fn identify(&self, request: &Request) -> Option<String>;
     /// The answer's bytes to a request without an identity.
@@ -153,13 +155,40 @@ impl Listener {
     }
 }
 
+/// Where a server says what it does while it runs, shared by its threads; the binary gives
+/// stderr. A line that cannot be written is lost: serving goes on.
+#[derive(Clone)]
+pub struct Log(Arc<Mutex<Box<dyn Write + Send>>>);
+
+impl Log {
+    pub fn new(out: impl Write + Send + 'static) -> Log {
+        Log(Arc::new(Mutex::new(Box::new(out))))
+    }
+
+    /// Say `line` (and a newline).
+    pub fn say(&self, line: std::fmt::Arguments<'_>) {
+        let _ = writeln!(self.writer(), "{line}");
+    }
+
+    /// The log to write to, held by this thread until dropped.
+    pub fn writer(&self) -> MutexGuard<'_, Box<dyn Write + Send>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Log")
+    }
+}
+
 /// Why the server stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot make the listening socket non-blocking: {0}")]
     Listener(std::io::Error),
-    #[error("cannot start a worker: {0:#}")]
-    Worker(anyhow::Error),
+    #[error("cannot start a worker: {0}")]
+    Worker(mpistat_store::Error),
     #[error("poll failed: {0}")]
     Poll(std::io::Error),
 }
@@ -404,7 +433,7 @@ impl<S: Site> Connections<S> {
     fn report(&mut self) {
         let c = std::mem::take(&mut self.closed);
         if c.evicted + c.refused + c.timed_out + c.rejected > 0 {
-            eprintln!(
+            self.site.log().say(format_args!(
                 "mpistat serve: in the last {} s, at the limits: {} idle connections closed for \
                  new ones, {} refused (busy), {} timed out, {} requests refused (too large or \
                  malformed); {} open now",
@@ -414,7 +443,7 @@ impl<S: Site> Connections<S> {
                 c.timed_out,
                 c.rejected,
                 self.open.len()
-            );
+            ));
         }
     }
 }

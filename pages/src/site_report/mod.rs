@@ -3,7 +3,7 @@
 //! ([`crate::serve`]) renders live.
 //!
 //! The interval is `mpistat_figures::period`; `summary` computes what the pages say (a user's
-//! page tells what their mail tells: [`crate::render::user`]), `pages` lays out each page as
+//! page tells what their mail tells: [`mpistat_render::user`]), `pages` lays out each page as
 //! HTML, `svg` draws the charts.
 
 pub mod listing;
@@ -12,20 +12,20 @@ pub mod search;
 pub mod summary;
 pub mod svg;
 
-use crate::private::{self, Group};
-use crate::render::user::UserDigest;
-use anyhow::Context;
+use crate::Error;
 use listing::Listing;
 use mpistat_figures::period::Period;
 use mpistat_figures::traced::TracedJob;
 use mpistat_figures::week::IsoWeek;
 use mpistat_record::JobRecord;
+use mpistat_render::user::UserDigest;
+use mpistat_service::private::{self, Group};
 use mpistat_site::SiteConfig;
 use mpistat_store::ReadStore;
 use pages::{user_slug, Place, StaticJobs};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 /// What a static site holds.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -49,14 +49,17 @@ pub fn write_site(
     period: &Period,
     out: &Path,
     also: &[String],
-) -> anyhow::Result<Written> {
+) -> Result<Written, Error> {
     let summary = summary::summarise(db, period, config)?;
     // Every user's jobs are in them: the service's and the web server's only.
-    let group = Group::named(&config.site_report.group).context("[site_report] group")?;
+    let group = Group::named(&config.site_report.group).map_err(|source| Error::Group {
+        setting: "[site_report] group",
+        source,
+    })?;
     for dir in [out.to_path_buf(), out.join("users"), out.join("jobs")] {
         private::create_dir_all(&dir, group.as_ref())?;
     }
-    let write = |path: &Path, html: String| -> anyhow::Result<()> {
+    let write = |path: &Path, html: String| -> Result<(), Error> {
         Ok(private::write(path, html.as_bytes(), group.as_ref())?)
     };
     let first = Listing::default();
@@ -64,7 +67,7 @@ pub fn write_site(
     let (traced, traced_count) = summary::traced_jobs(db, period)?;
     let mut asked = Vec::new();
     for key in also {
-        asked.push(db.job(key)?.with_context(|| format!("no job {key}"))?);
+        asked.push(db.job(key)?.ok_or_else(|| Error::NoJob(key.clone()))?);
     }
     let listed: Vec<&JobRecord> = critical
         .iter()
@@ -105,7 +108,7 @@ pub fn write_site(
         .iter()
         .map(|u| (u.user.as_str(), (u.totals.mpi_ns, u.totals.jobs)))
         .collect();
-    let digests = crate::render::user::user_digests(db, period, config, None)?;
+    let digests = mpistat_render::user::user_digests(db, period, config, None)?;
     let user_pages = |db: &ReadStore, digests: &[UserDigest]| {
         digests.iter().try_for_each(|digest| {
             let path = out.join(format!("users/{}.html", user_slug(&digest.user)));
@@ -129,12 +132,13 @@ pub fn write_site(
             std::thread::scope(|scope| {
                 let workers: Vec<_> = digests
                     .chunks(digests.len().div_ceil(threads).max(1))
-                    .map(|chunk| scope.spawn(move || user_pages(&ReadStore::open_at(location)?, chunk)))
+                    .map(|chunk| {
+                        scope.spawn(move || user_pages(&ReadStore::open_at(location)?, chunk))
+                    })
                     .collect();
-                workers.into_iter().try_for_each(|w| {
-                    w.join()
-                        .map_err(|_| anyhow::anyhow!("a user page panicked"))?
-                })
+                workers
+                    .into_iter()
+                    .try_for_each(|w| w.join().map_err(|_| Error::UserPagePanicked)?)
             })?;
         }
         None => user_pages(db, &digests)?,
@@ -155,24 +159,24 @@ pub fn write_site(
 }
 
 /// The interval of `--week` / `--month` (`last`: the last complete one) at `now_ms`.
-pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> anyhow::Result<Period> {
+pub fn period_of(week: Option<&str>, month: Option<&str>, now_ms: u64) -> Result<Period, Error> {
     let this_month = || Period::month(&mpistat_record::units::utc(now_ms)[..7]);
     Ok(match (week, month) {
         (Some("last"), None) => Period::week(IsoWeek::last_complete(now_ms)),
-        (Some(week), None) => Period::week(IsoWeek::parse(week).map_err(anyhow::Error::msg)?),
+        (Some(week), None) => Period::week(IsoWeek::parse(week).map_err(Error::Period)?),
         (None, Some("last")) => this_month()
-            .map_err(anyhow::Error::msg)?
+            .map_err(Error::Period)?
             .previous()
-            .context("no month before 1970")?,
-        (None, Some(month)) => Period::month(month).map_err(anyhow::Error::msg)?,
-        _ => anyhow::bail!("give --week or --month"),
+            .ok_or_else(|| Error::Period("no month before 1970".into()))?,
+        (None, Some(month)) => Period::month(month).map_err(Error::Period)?,
+        _ => return Err(Error::Period("give --week or --month".into())),
     })
 }
 
 /// What `mpistat site-report` writes: the week or the month, where, and which jobs' pages.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    pub db: crate::site::DatabaseOptions,
+    pub db: mpistat_service::DatabaseOptions,
     /// The ISO week (`2026-W47`) or the month (`2026-11`).
     pub week: Option<String>,
     pub month: Option<String>,
@@ -182,9 +186,9 @@ pub struct Options {
     pub jobs: Vec<String>,
 }
 
-/// `mpistat site-report --week W | --month M --out DIR`.
-pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
-    let (config, db) = crate::site::load(&args.db)?;
+/// `mpistat site-report --week W | --month M --out DIR`: what was written is said on `err`.
+pub fn command(args: &Options, err: &mut impl Write) -> Result<Written, Error> {
+    let (config, db) = mpistat_service::load(&args.db, err)?;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as u64;
@@ -196,7 +200,8 @@ pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
     );
     let start = std::time::Instant::now();
     let written = write_site(&db, &config, &period, &out, &args.jobs)?;
-    eprintln!(
+    writeln!(
+        err,
         "{}: {} pages ({} users, {} jobs) in {} ({:.2} s)",
         period.label,
         written.pages,
@@ -204,9 +209,9 @@ pub fn command(args: &Options) -> anyhow::Result<ExitCode> {
         written.jobs,
         out.display(),
         start.elapsed().as_secs_f64()
-    );
-    db.report_quarantined(&mut std::io::stderr())?;
-    Ok(ExitCode::SUCCESS)
+    )?;
+    db.report_quarantined(err)?;
+    Ok(written)
 }
 
 #[cfg(test)]

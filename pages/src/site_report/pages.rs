@@ -13,14 +13,14 @@ use super::listing::{Listing, CRITICAL_SORTS, JOB_SORTS, PAGE_ROWS, USER_SORTS};
 use super::search::Found;
 use super::summary::{CriticalJob, SlurmGroup, Summary};
 use super::svg::{self, series, Bar, Point};
-use crate::html::escape;
-use crate::render::html::routine_table;
-use crate::render::user::UserDigest;
 use mpistat_figures::classes::{add_histogram, imbalance_percent};
 use mpistat_figures::sums::{application_label, percent, RoutineRow, NS_PER_HOUR};
 use mpistat_figures::traced::TracedJob;
 use mpistat_record::units::{bytes, count, duration, utc};
 use mpistat_record::JobRecord;
+use mpistat_render::html::routine_table;
+use mpistat_render::user::UserDigest;
+use mpistat_site::html::escape;
 use mpistat_site::SiteConfig;
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -979,7 +979,7 @@ pub fn job(job: &JobRecord, traced: Option<&TracedJob>, place: Place) -> String 
     );
     if let Some(t) = traced {
         b.push_str("<h2 id=\"trace-analysis\">Trace analysis (level 6)</h2>\n");
-        crate::render::html::traced_job(&mut b, t);
+        mpistat_render::html::traced_job(&mut b, t);
     }
     match &job.imbalance {
         Some(i) if !i.series_ns.is_empty() => {

@@ -28,7 +28,7 @@ pub struct Found {
 }
 
 /// Look for `text` (case-insensitively in names) in `period`.
-pub fn search(db: &ReadStore, period: &Period, text: &str) -> anyhow::Result<Found> {
+pub fn search(db: &ReadStore, period: &Period, text: &str) -> Result<Found, crate::Error> {
     let mut found = Found {
         text: text.to_string(),
         ..Found::default()

@@ -125,7 +125,11 @@ impl Summary {
 }
 
 /// The summary of `period` from the rollups; the trend too.
-pub fn summarise(db: &ReadStore, period: &Period, config: &SiteConfig) -> anyhow::Result<Summary> {
+pub fn summarise(
+    db: &ReadStore,
+    period: &Period,
+    config: &SiteConfig,
+) -> Result<Summary, crate::Error> {
     let PeriodRollups { site, users } = rollup::of_period(db, period.from_ms, period.to_ms)?;
     let total = site.total.clone();
     let all_routines = |languages: &[usize]| {
@@ -274,7 +278,7 @@ pub fn critical_page(
     period: &Period,
     listing: &Listing,
     count: usize,
-) -> anyhow::Result<Vec<CriticalJob>> {
+) -> Result<Vec<CriticalJob>, crate::Error> {
     let order = match listing.sort_among(&CRITICAL_SORTS) {
         "end" => JobOrder::End,
         _ => JobOrder::Cpu,
@@ -298,7 +302,10 @@ pub fn critical_page(
 }
 
 /// The traced jobs of `period` (the first [`PAGE_ROWS`], in end order) and how many there are.
-pub fn traced_jobs(db: &ReadStore, period: &Period) -> anyhow::Result<(Vec<JobRecord>, usize)> {
+pub fn traced_jobs(
+    db: &ReadStore,
+    period: &Period,
+) -> Result<(Vec<JobRecord>, usize), crate::Error> {
     let (count, keys) = db.traced_between(period.from_ms, period.to_ms, PAGE_ROWS)?;
     Ok((db.jobs_ended_at(&keys)?, count))
 }
@@ -310,7 +317,7 @@ pub fn user_jobs(
     user: &str,
     period: &Period,
     listing: &Listing,
-) -> anyhow::Result<Vec<JobRecord>> {
+) -> Result<Vec<JobRecord>, crate::Error> {
     let order = match listing.sort_among(&JOB_SORTS) {
         "cpu" => JobOrder::Cpu,
         "mpi" => JobOrder::MpiShare,
@@ -328,7 +335,7 @@ pub fn user_jobs(
 }
 
 /// How many jobs of `period` are on the critical list.
-fn critical_count(db: &ReadStore, period: &Period) -> anyhow::Result<usize> {
+fn critical_count(db: &ReadStore, period: &Period) -> Result<usize, crate::Error> {
     Ok(db.critical_count(period.from_ms, period.to_ms)?)
 }
 

@@ -1,12 +1,12 @@
 //! The admin pages' charts as inline SVG, drawn with `plotters`' SVG backend and the bundled
-//! font's metrics ([`crate::plot`]): three chart kinds (horizontal bars, columns, scatter) cover
+//! font's metrics ([`mpistat_render::plot`]): three chart kinds (horizontal bars, columns, scatter) cover
 //! every figure, each with a title, a legend, axes in engineering units ([`number`]) and a
 //! tooltip (`<title>`) on every data mark, which plotters does not write: [`Marking`] notes
 //! which shapes are data marks as they are drawn and [`with_tooltips`] adds their titles. The
 //! output is deterministic (snapshot tests) and needs no scripts. Every label is escaped.
 
-use crate::html::escape;
-use crate::plot::{fonts, number, FONT};
+use mpistat_render::plot::{fonts, number, FONT};
+use mpistat_site::html::escape;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -249,7 +249,7 @@ fn with_tooltips(svg: &str, written: &[bool], tips: &[String]) -> String {
 /// The series' colours and names in a row at `y`.
 fn legend(root: &Area, series: &[Series], y: i32) -> Drawn {
     let items: Vec<(&str, RGBColor)> = series.iter().map(|s| (s.name, rgb(s.colour))).collect();
-    crate::plot::legend(root, &items, 4, y)
+    mpistat_render::plot::legend(root, &items, 4, y)
 }
 
 /// One row of a bar chart: a label, a value per series, and a note right of the bars.
