@@ -96,3 +96,25 @@ impl std::fmt::Display for Chain<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_shows_every_source_once() {
+        let e = Error::Group {
+            setting: "[serve] socket_group",
+            source: PrivateError::Io {
+                path: "/run/mpistat".into(),
+                source: std::io::Error::other("denied"),
+            },
+        };
+        assert_eq!(
+            Chain(&e).to_string(),
+            "[serve] socket_group: /run/mpistat: denied"
+        );
+        let transparent = Error::Store(mpistat_store::Error::Data("bad JSON".into()));
+        assert_eq!(Chain(&transparent).to_string(), "stored data: bad JSON");
+    }
+}
