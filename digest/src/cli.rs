@@ -1,9 +1,9 @@
 //! The command line, and the options each command's arguments make.
 
-use crate::commands::{Edit, EscalateOptions, IngestOptions};
-use crate::show::ShowOptions;
-use crate::site::DatabaseOptions;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use mpistat_digest::commands::{Edit, EscalateOptions, IngestOptions};
+use mpistat_digest::show::ShowOptions;
+use mpistat_service::DatabaseOptions;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
@@ -287,8 +287,8 @@ pub enum AnalyzeFormat {
 }
 
 impl DigestArgs {
-    pub fn options(&self) -> crate::mail::Options {
-        crate::mail::Options {
+    pub fn options(&self) -> mpistat_mail::Options {
+        mpistat_mail::Options {
             db: self.db.options(),
             week: self.week.clone(),
             user: self.user.clone(),
@@ -298,8 +298,8 @@ impl DigestArgs {
 }
 
 impl SiteReportArgs {
-    pub fn options(&self) -> crate::site_report::Options {
-        crate::site_report::Options {
+    pub fn options(&self) -> mpistat_pages::site_report::Options {
+        mpistat_pages::site_report::Options {
             db: self.db.options(),
             week: self.week.clone(),
             month: self.month.clone(),
@@ -310,8 +310,8 @@ impl SiteReportArgs {
 }
 
 impl ServeArgs {
-    pub fn options(&self) -> crate::serve::Options {
-        crate::serve::Options {
+    pub fn options(&self) -> mpistat_pages::serve::Options {
+        mpistat_pages::serve::Options {
             db: self.db.options(),
             listen: self.listen.clone(),
         }

@@ -3,9 +3,10 @@
 //! writes what it reports to the writers it is given; the binary turns the command line into
 //! the options and the outcome into an exit status.
 
-use crate::escalate;
-use crate::ingest::{self, report};
-use crate::site::{self, DatabaseOptions};
+use mpistat_ingest as ingest;
+use mpistat_ingest::{escalate, report};
+use mpistat_service as site;
+use mpistat_service::DatabaseOptions;
 use mpistat_store::Location;
 use std::io::Write;
 use std::path::PathBuf;
@@ -44,11 +45,11 @@ pub fn ingest(
 ) -> anyhow::Result<IngestOutcome> {
     if options.files.is_empty() && options.report {
         // Only the report: a reader, which a read-only database serves.
-        let (_, db) = site::load(&options.database)?;
+        let (_, db) = site::load(&options.database, err)?;
         report::print(&db, out)?;
         return Ok(IngestOutcome::default());
     }
-    let (config, mut db) = site::load_and_migrate(&options.database)?;
+    let (config, mut db) = site::load_and_migrate(&options.database, err)?;
     let defaults = ingest::Options::from_site(options.files.clone(), &config);
     let run = ingest::Options {
         batch_lines: options.batch_lines.unwrap_or(defaults.batch_lines),
@@ -143,7 +144,7 @@ pub fn rebuild_rollups(options: &DatabaseOptions, err: &mut impl Write) -> anyho
 /// cannot be used moved to the rejected entries (said on `err`).
 pub fn migrate(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Result<()> {
     let (_, location) = site::config_and_location(options)?;
-    let (_, db) = site::load_and_migrate(options)?;
+    let (_, db) = site::load_and_migrate(options, err)?;
     let read = db.quarantine_unusable()?;
     let quarantined = db.take_quarantined();
     for done in &quarantined {
@@ -168,7 +169,7 @@ pub fn migrate(options: &DatabaseOptions, err: &mut impl Write) -> anyhow::Resul
 pub fn copy(from: &str, to: &str, err: &mut impl Write) -> anyhow::Result<()> {
     let (from, to) = (Location::parse(from)?, Location::parse(to)?);
     if let Location::Sqlite(path) = &to {
-        crate::private::owner_only_database(path)?;
+        mpistat_service::private::owner_only_database(path)?;
     }
     let copied = mpistat_store::copy(&from, &to)?;
     for (table, rows) in &copied.tables {

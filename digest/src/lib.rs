@@ -1,27 +1,16 @@
-//! The `mpistat` command's logic, kept out of `main.rs` so that it can be tested.
+//! What the `mpistat` binary brings together, kept out of `main.rs` so that it can be tested:
+//! `commands` joins the configuration, the database and a library for the commands that are
+//! glue (`ingest`, `escalate`, `rebuild-rollups`, `db`); `show` reads syslog files, decodes them
+//! and prints each record as text (`mpistat_record::report`, the same report users get from
+//! `MPISTAT_DETAIL`) or as JSON (`json`).
 //!
-//! `cli` is the command line, `show` reads syslog files and decodes them and prints each record
-//! as text (`mpistat_record::report`, the same report users get from `MPISTAT_DETAIL`) or as
-//! JSON (`json`). `ingest` stores records in the database (crate `mpistat-store`), `mail` builds and sends the
-//! weekly mails from it, `site_report` writes the admin web pages and `serve` serves them live
-//! with access control, and the site's figures for Prometheus (`metrics`); `site` loads the site
-//! configuration for all of them, `html` escapes (crate `mpistat-site`'s).
-//! `mpistat analyze` is crate `mpistat-analysis-report`'s, shared with `mpistat-analyze`;
-//! `escalate` keeps the escalation list (which jobs the profiler traces) and files the analyses
-//! that come back.
+//! The site side's work is in library crates, each of one job: `mpistat-ingest` (syslog into the
+//! store, escalation), `mpistat-mail` (the weekly mails), `mpistat-pages` (the admin pages,
+//! static and live, and the metrics), `mpistat-render` (what mail and pages both render),
+//! `mpistat-service` (the site configuration and database every command opens). The command
+//! line (clap, `cli.rs`), exit codes and where output goes are the binary's (`main.rs`).
+//! `mpistat analyze` is crate `mpistat-analysis-report`'s, shared with `mpistat-analyze`.
 
-pub mod cli;
 pub mod commands;
-pub mod escalate;
-pub use mpistat_site::html;
-pub mod ingest;
 pub mod json;
-pub mod mail;
-pub mod metrics;
-pub mod plot;
-pub mod private;
-pub mod render;
-pub mod serve;
 pub mod show;
-pub mod site;
-pub mod site_report;

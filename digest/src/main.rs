@@ -1,9 +1,11 @@
 //! `mpistat`: decode and summarise mpistat job records from syslog.
 
+mod cli;
+
 use clap::Parser;
-use mpistat_digest::cli::{Cli, Command, DbAction};
+use cli::{Cli, Command, DbAction};
 use mpistat_digest::commands;
-use mpistat_digest::site::ConfigError;
+use mpistat_service::{ConfigError, OpenError};
 use std::process::ExitCode;
 
 /// sysexits.h's `EX_CONFIG`: a site-side command refused its configuration (a unit can stop
@@ -15,13 +17,29 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("mpistat: {e:#}");
-            if e.downcast_ref::<ConfigError>().is_some() {
+            if refused_config(&e) {
                 ExitCode::from(EX_CONFIG)
             } else {
                 ExitCode::FAILURE
             }
         }
     }
+}
+
+/// Whether `e` is a site configuration refused ([`ConfigError`]), as it is or as the library
+/// that opened it (through [`OpenError`]) returned it.
+fn refused_config(e: &anyhow::Error) -> bool {
+    let opened = e
+        .downcast_ref::<OpenError>()
+        .or_else(|| match e.downcast_ref::<mpistat_mail::Error>() {
+            Some(mpistat_mail::Error::Open(open)) => Some(open),
+            _ => None,
+        })
+        .or_else(|| match e.downcast_ref::<mpistat_pages::Error>() {
+            Some(mpistat_pages::Error::Open(open)) => Some(open),
+            _ => None,
+        });
+    e.downcast_ref::<ConfigError>().is_some() || matches!(opened, Some(OpenError::Config(_)))
 }
 
 /// `show` and `ingest` fail when an input could not be read (after doing what they could).
@@ -53,9 +71,27 @@ fn run(command: Command) -> anyhow::Result<ExitCode> {
             )?;
             Ok(failed_if_unread(outcome.unreadable > 0))
         }
-        Command::Digest(args) => mpistat_digest::mail::command(&args.options()),
-        Command::SiteReport(args) => mpistat_digest::site_report::command(&args.options()),
-        Command::Serve(args) => mpistat_digest::serve::command(&args.options()),
+        Command::Digest(args) => {
+            let stats = mpistat_mail::command(
+                &args.options(),
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            )?;
+            Ok(if stats.failed > 0 {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::SiteReport(args) => {
+            mpistat_pages::site_report::command(&args.options(), &mut std::io::stderr().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve(args) => {
+            let log = mpistat_pages::serve::Log::new(std::io::stderr());
+            mpistat_pages::serve::command(&args.options(), log)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::RebuildRollups(args) => {
             commands::rebuild_rollups(&args.options(), &mut std::io::stderr().lock())?;
             Ok(ExitCode::SUCCESS)

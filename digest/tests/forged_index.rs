@@ -11,11 +11,11 @@ use mpistat_testkit::forge;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs, USERS};
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options, RunStats};
-use mpistat_digest::mail::mails;
 use mpistat_figures::rollup::rebuild;
 use mpistat_figures::week::IsoWeek;
+use mpistat_ingest::accounts::Table;
+use mpistat_ingest::{run_once, Options, RunStats};
+use mpistat_mail::mails;
 use mpistat_record::model::TraceInfo;
 use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
@@ -121,7 +121,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
     config.escalation.list = dir.join("escalation.list");
     config.escalation.cpu_hours_min = 1e9; // nobody is escalated: only the trace matters
     let mut err = Vec::new();
-    mpistat_digest::escalate::after_ingest(&config, &db, &mut err).unwrap();
+    mpistat_ingest::escalate::after_ingest(&config, &db, &mut err).unwrap();
     assert!(err.is_empty(), "{}", String::from_utf8_lossy(&err));
     assert!(
         db.analyses_by_key().unwrap().is_empty(),
@@ -150,7 +150,7 @@ fn a_record_under_someone_elses_index_is_never_credited_to_the_uid_it_claims() {
     assert!(db.take_quarantined().is_empty());
     assert_eq!(db.job_count().unwrap(), 10);
     let mut report = Vec::new();
-    mpistat_digest::ingest::report::print(&db, &mut report).unwrap();
+    mpistat_ingest::report::print(&db, &mut report).unwrap();
     let report = String::from_utf8(report).unwrap();
     assert!(
         report.contains("jobs stored: 10\nrejected: corrupt 2\n"),

@@ -5,7 +5,7 @@
 use mpistat_testkit::synthetic as common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
-use mpistat_digest::ingest::{run_once, Options, RunStats};
+use mpistat_ingest::{run_once, Options, RunStats};
 use mpistat_site::SiteConfig;
 use mpistat_store::test_support::{column, execute_batch};
 use mpistat_store::WriteStore;
@@ -233,7 +233,7 @@ fn a_user_name_not_the_senders_is_forged() {
         )]
     );
     let mut report = Vec::new();
-    mpistat_digest::ingest::report::print(&db, &mut report).unwrap();
+    mpistat_ingest::report::print(&db, &mut report).unwrap();
     let report = String::from_utf8(report).unwrap();
     assert!(
         report.contains("jobs stored: 3\nrejected: forged 1\n"),
@@ -593,7 +593,7 @@ fn a_schema_12_database_is_rekeyed_by_uid() {
     std::fs::write(&analysis_log, analysis_lines(&analysis, jobs[3].uid)).unwrap();
     ingest(&mut current, &options(&analysis_log));
     let mut err = Vec::new();
-    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &current, &mut err).unwrap();
+    mpistat_ingest::escalate::after_ingest(&SiteConfig::default(), &current, &mut err).unwrap();
     current
         .execute_batch(
             "INSERT INTO partial_inbox (end_ms, key, half, uid, look, record, state, held_ms)
@@ -735,7 +735,7 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     let mut db = WriteStore::open(&dir.join("db.sqlite")).unwrap();
     ingest(&mut db, &options(&log));
     let mut err = Vec::new();
-    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    mpistat_ingest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
     let stored = db.analyses_by_key().unwrap();
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert_eq!(
@@ -766,7 +766,7 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     // Carol's job arrives: her analysis is found among the new rows.
     append_log(&log, &jobs[2..]);
     ingest(&mut db, &options(&log));
-    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    mpistat_ingest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
     assert_eq!(db.analyses_by_key().unwrap().len(), 2);
     let waiting = db.analysis_inbox().unwrap();
     assert_eq!(waiting.len(), 1);
@@ -774,7 +774,7 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     // A week later it is an orphan.
     db.execute_batch("UPDATE analysis_inbox SET received_ms = received_ms - 8 * 86400000")
         .unwrap();
-    mpistat_digest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
+    mpistat_ingest::escalate::after_ingest(&SiteConfig::default(), &db, &mut err).unwrap();
     assert!(db.analysis_inbox().unwrap().is_empty());
     assert!(rejected_kinds(&db).contains(&"orphan".to_string()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -11,14 +11,14 @@
 use mpistat_testkit::synthetic as common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
-use mpistat_digest::ingest::accounts::Table;
-use mpistat_digest::ingest::{run_once, Options};
-use mpistat_digest::site_report::listing::{self, Listing};
-use mpistat_digest::site_report::pages::{self, Place, StaticJobs};
-use mpistat_digest::site_report::summary::{self, summarise};
-use mpistat_digest::site_report::write_site;
 use mpistat_figures::period::Period;
 use mpistat_figures::rollup::{ensure_built, rebuild, rebuild_in_steps, Progress};
+use mpistat_ingest::accounts::Table;
+use mpistat_ingest::{run_once, Options};
+use mpistat_pages::site_report::listing::{self, Listing};
+use mpistat_pages::site_report::pages::{self, Place, StaticJobs};
+use mpistat_pages::site_report::summary::{self, summarise};
+use mpistat_pages::site_report::write_site;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::{SiteConfig, SiteReportConfig};
 use mpistat_store::test_support::{column, execute_batch};
@@ -144,7 +144,7 @@ fn every_page(db: &WriteStore, period: &Period) -> BTreeMap<String, String> {
         };
         pages.insert(format!("users {sort}"), pages::users(&s, &listing, live));
     }
-    for digest in mpistat_digest::render::user::user_digests(db, period, &config, None).unwrap() {
+    for digest in mpistat_render::user::user_digests(db, period, &config, None).unwrap() {
         let totals = &s
             .users
             .iter()
@@ -280,7 +280,7 @@ fn a_month_of_rank_years_past_sqlite_integers_is_stored_and_counted() {
 /// their jobs), as the records themselves say.
 #[test]
 fn the_search_finds_users_job_ids_and_applications() {
-    use mpistat_digest::site_report::search::search;
+    use mpistat_pages::site_report::search::search;
     let dir = temp_dir("search");
     let records = synthetic_month();
     let db = database(&dir, &records);

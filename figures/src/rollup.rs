@@ -4,9 +4,9 @@
 //! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
 //! the search by application), per UTC hour (`rollup_hours`, site-wide, and
 //! `rollup_hour_groups`, per application, Slurm account and partition: the metrics' windows,
-//! `mpistat_digest::metrics`), plus the critical jobs (`critical_jobs`), kept by ingest in the
+//! `mpistat_pages::metrics`), plus the critical jobs (`critical_jobs`), kept by ingest in the
 //! same transaction as the jobs (see
-//! `mpistat_digest::ingest::writer`), so that a week's or a month's pages add up a few thousand rows
+//! `mpistat_ingest::writer`), so that a week's or a month's pages add up a few thousand rows
 //! and never read every job. [`rebuild`] (`mpistat rebuild-rollups`) makes them again exactly
 //! from the stored jobs, in committed steps beside the live ones while ingest goes on, and swaps
 //! them in at the end ([`rebuild_in_steps`]); a database that has jobs but no rollups yet (upgraded from a schema
@@ -25,7 +25,7 @@
 //! decoder threads count each record in the rollups of the jobs they were handed and drop it;
 //! the reading thread adds those up per batch ([`Rollups::merge`]), and the writer saves them
 //! when they count exactly the batch's new jobs, or makes them again from the new jobs'
-//! records when not (some were stored before, or rejected: `mpistat_digest::ingest::writer`).
+//! records when not (some were stored before, or rejected: `mpistat_ingest::writer`).
 //!
 //! An interval's sums are added in time order: its days before its first whole month, its
 //! whole months, its days after them ([`Spans`]).
@@ -241,7 +241,7 @@ impl DayRollup {
 }
 
 /// The site's sums of the jobs that ended in one UTC hour (or several, merged), as
-/// `rollup_hours` keeps them for the metrics (`mpistat_digest::metrics`): jobs; CPU time (wall time
+/// `rollup_hours` keeps them for the metrics (`mpistat_pages::metrics`): jobs; CPU time (wall time
 /// summed over ranks) and MPI time in nanoseconds; the jobs with critical-path imbalance figures
 /// ([`imbalance_percent`]): how many, their imbalance percent × CPU time, and their CPU time;
 /// and the jobs traced because the escalation rule put them on the escalation list. The row is

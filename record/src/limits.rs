@@ -22,6 +22,21 @@ use std::fmt;
 /// are numbers.)
 pub const NAME_MAX: usize = 256;
 
+/// Why `name` cannot be a login name the mails and pages may go by, if it cannot: empty,
+/// with space around it, or with a control character (none of which a password database
+/// gives; a mail to such a name could reach someone else).
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("an empty name")
+    } else if name.trim() != name {
+        Some("a name with surrounding space")
+    } else if name.chars().any(char::is_control) {
+        Some("a name with a control character")
+    } else {
+        None
+    }
+}
+
 /// Paths: the executable, `argv[0]`, the application (an interpreter's script), the
 /// interpreter, the trace directory, Slurm's node list. Linux's `PATH_MAX`: `/proc/self/exe`
 /// is never longer.

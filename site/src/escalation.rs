@@ -12,7 +12,7 @@ use crate::files::{self, FileError};
 use std::path::Path;
 
 /// Most bytes the list may have: writers never write more (`mpistat ingest` leaves out what
-/// would not fit, see `digest/src/escalate.rs`), and every rank of every job reads it at
+/// would not fit, see `ingest/src/escalate.rs`), and every rank of every job reads it at
 /// `MPI_Init`, so it stays small (an entry is typically 100 bytes: 2,500 of them fit), and
 /// within what the profiler reads of it ([`READ_MAX_BYTES`]).
 pub const LIST_MAX_BYTES: usize = 256 * 1024;

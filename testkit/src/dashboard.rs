@@ -1,5 +1,5 @@
 //! The shipped Grafana dashboard's queries (`etc/grafana/mpistat.json`), for the tests that check
-//! them against `/metrics` (digest/tests/metrics.rs) and a real Prometheus (tests/tests/site/metrics.rs).
+//! them against `/metrics` (pages/tests/metrics.rs) and a real Prometheus (tests/tests/site/metrics.rs).
 
 use std::path::Path;
 

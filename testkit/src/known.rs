@@ -1,5 +1,5 @@
 //! A job of known figures whose sums the metrics tests work out by hand, shared by
-//! digest/tests/metrics.rs (ingested from a log) and tests/tests/site/metrics.rs (sent by real users
+//! pages/tests/metrics.rs (ingested from a log) and tests/tests/site/metrics.rs (sent by real users
 //! through rsyslogd).
 
 use crate::synthetic;

@@ -189,8 +189,8 @@ pub fn week_of_jobs(count: u64) -> Vec<JobRecord> {
 /// What `mpistat ingest` of `log` does with the site's defaults, but with user names checked
 /// against the invented [`USERS`], not the machine's accounts.
 #[cfg(feature = "ingest")]
-pub fn ingest_options(log: &Path) -> mpistat_digest::ingest::Options {
-    use mpistat_digest::ingest::{accounts::Table, Options};
+pub fn ingest_options(log: &Path) -> mpistat_ingest::Options {
+    use mpistat_ingest::{accounts::Table, Options};
     Options {
         accounts: Some(std::sync::Arc::new(Table::new(USERS))),
         ..Options::from_site(
@@ -215,7 +215,7 @@ pub fn week_47_database(dir: &Path) -> mpistat_store::WriteStore {
     let log = dir.join("records.log");
     append_log(&log, &week_of_jobs(40));
     let mut db = mpistat_store::WriteStore::open(&dir.join("db.sqlite")).unwrap();
-    mpistat_digest::ingest::run_once(&mut db, &ingest_options(&log), &mut Vec::new()).unwrap();
+    mpistat_ingest::run_once(&mut db, &ingest_options(&log), &mut Vec::new()).unwrap();
     assert_eq!(db.job_count().unwrap(), 40);
     db
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A real SMTP server (Debian's python3-aiosmtpd, `digest/tests/smtp_sink.py`) on `port` that
+/// A real SMTP server (Debian's python3-aiosmtpd, `mail/tests/smtp_sink.py`) on `port` that
 /// stores each mail it gets as a file in `inbox` (its first line `X-Sink-Session: tls=yes|no
 /// login=NAME|-`); stopped when dropped.
 pub struct SmtpSink {
@@ -23,7 +23,7 @@ impl SmtpSink {
     pub fn start_with(port: u16, inbox: &Path, options: &[&std::ffi::OsStr]) -> SmtpSink {
         use std::io::BufRead;
         std::fs::create_dir_all(inbox).unwrap();
-        let sink = workspace_root().join("digest/tests/smtp_sink.py");
+        let sink = workspace_root().join("mail/tests/smtp_sink.py");
         let mut child = Command::new("/usr/bin/python3")
             .arg(sink)
             .arg(port.to_string())

@@ -10,10 +10,10 @@
 use mpistat_testkit::synthetic;
 
 use base64::Engine;
-use mpistat_digest::mail::mails;
 use mpistat_e2e::webdriver::Browser;
 use mpistat_e2e::TempDir;
 use mpistat_figures::week::IsoWeek;
+use mpistat_mail::mails;
 use mpistat_site::SiteConfig;
 use serde_json::{json, Value};
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! Issue 33 §2: mail that leaves the host as sites send it, through real servers.
 //!
-//! - A relay (Debian's aiosmtpd, `digest/tests/smtp_sink.py`) with STARTTLS and a certificate of
+//! - A relay (Debian's aiosmtpd, `mail/tests/smtp_sink.py`) with STARTTLS and a certificate of
 //!   a CA the test makes: `mpistat digest --send` delivers through the system's trust store
 //!   (`SSL_CERT_FILE` naming a bundle with the CA: the host's store is left alone) and through
 //!   `smtp_ca_file`, and refuses a certificate of a CA nobody named, loudly, delivering nothing.
@@ -15,11 +15,11 @@
 
 use mpistat_testkit::synthetic;
 
-use mpistat_digest::ingest::{accounts::Table, run_once, Options};
 use mpistat_e2e::certs::{Issued, TestCa};
 use mpistat_e2e::units::Unit;
 use mpistat_e2e::*;
 use mpistat_figures::week::IsoWeek;
+use mpistat_ingest::{accounts::Table, run_once, Options};
 use mpistat_site::SiteConfig;
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;

@@ -135,7 +135,7 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let period = "period=2026-W47";
-    let user = mpistat_digest::site_report::pages::user_slug(&jobs[0].user);
+    let user = mpistat_pages::site_report::pages::user_slug(&jobs[0].user);
     let mut pages: Vec<String> = ["index", "charts", "tables", "critical", "users"]
         .iter()
         .map(|p| format!("{p}.html?{period}"))
