@@ -7,11 +7,12 @@
 use crate::clock::{ticks, Anchor};
 use crate::counters::JobCounters;
 use crate::detail::Destination;
+use crate::facts::{unix_ms_now, InitFacts};
 use crate::family::{Built, Family};
 use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
-use crate::job::{build_record, unix_ms_now, InitFacts};
+use crate::job::build_record;
 use crate::mpi::{comm_rank, comm_size, comm_world, library_version, query_thread, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;

@@ -23,6 +23,7 @@ pub mod claim;
 pub mod clock;
 pub mod counters;
 pub mod detail;
+pub mod facts;
 pub mod family;
 pub mod footprint;
 pub mod gates;

@@ -320,7 +320,7 @@ const REASONS: [&str; 3] = ["user", "site", "escalation"];
 /// read (but for a missing list: none was written yet), or that it was cut, goes to `problems`.
 pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     // Worked out here, at MPI_Init, whatever decides: the record names the same application.
-    let app = &crate::job::program().application.name;
+    let app = &crate::facts::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -342,7 +342,7 @@ pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     };
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let now = crate::job::unix_ms_now() / 1000;
+    let now = crate::facts::unix_ms_now() / 1000;
     text.lines()
         .filter_map(|line| escalation::parse_line(line).flatten())
         .any(|e| e.applies(uid, app, now))
