@@ -89,8 +89,6 @@ pub enum Predefined {
 pub trait Family {
     /// How records and messages name the family.
     const NAME: &'static str;
-    /// The sonames of the family's MPI library, for finding it when it was opened `RTLD_LOCAL`.
-    const LIBRARIES: &'static [&'static CStr];
     /// `MPI_PROC_NULL`: communication with it moves nothing.
     const PROC_NULL: c_int;
     /// `MPI_IN_PLACE`: a marker address, never dereferenced.

@@ -6,7 +6,7 @@
 
 use super::{Family, Predefined, Probe};
 use crate::ffi::MPI_Status;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of MPICH 4.0).
@@ -35,7 +35,6 @@ static NEED_INIT: AtomicPtr<c_int> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Family for Mpich {
     const NAME: &'static str = mpistat_abi::MPICH.name;
-    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::MPICH.libraries;
     const PROC_NULL: c_int = -1;
     // `(void *) -1` in MPICH's mpi.h.
     const IN_PLACE: *const c_void = usize::MAX as *const c_void;

@@ -4,7 +4,7 @@
 
 use super::{Family, Handle, Predefined, Probe};
 use crate::ffi::MPI_Status;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of Open MPI 4.1).
 const MAJOR: &str = "4.";
@@ -13,7 +13,6 @@ pub struct OpenMpi;
 
 impl Family for OpenMpi {
     const NAME: &'static str = mpistat_abi::OPEN_MPI.name;
-    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::OPEN_MPI.libraries;
     const PROC_NULL: c_int = -2;
     // `((void *) 1)` in Open MPI's mpi.h.
     #[allow(clippy::manual_dangling_ptr)]
