@@ -4,7 +4,7 @@
 //! them with the installed header); the status keeps the received bytes split over `count_lo`
 //! and the upper bits of `count_hi_and_cancelled` (bit 0 is the cancelled flag).
 
-use super::{Family, Predefined, Probe};
+use super::interface::{library_version, only, Family, Predefined, Probe};
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
@@ -45,9 +45,9 @@ impl Family for Mpich {
     const PMI1_AT_INIT: bool = true;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
-        super::only(Self::NAME, probe)?;
+        only(Self::NAME, probe)?;
         // The MPI library is MPICH's: MPI_Get_library_version may be called before MPI_Init.
-        known_version(&crate::mpi::library_version())?;
+        known_version(&library_version())?;
         NEED_INIT.store(
             crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>(),
             Relaxed,
