@@ -46,6 +46,7 @@ pub mod job;
 pub mod mpi;
 pub mod next;
 pub mod node;
+pub mod pcontrol;
 pub mod peers;
 pub mod places;
 pub mod pmi1;

@@ -251,11 +251,11 @@ pub fn bump(c: &AtomicU64, v: u64) {
 /// that called `MPI_Init` ([`next_for`]), passes `general` false and tests nothing else; its
 /// general copy (and every hook) passes true: then the process's
 /// first MPI call finds counting off and, on that cold side, recognises the MPI library
-/// ([`crate::family::first_call`]: a foreign one leaves counting off for good), and per-call
+/// ([`crate::hooks::first_call`]: a foreign one leaves counting off for good), and per-call
 /// counter reads and the clock's choice are tested here and in [`leave`].
 #[inline(always)]
 pub fn enter(via_pmpi: bool, general: bool) -> Option<Call> {
-    if general && !gates::is_on(gates::COUNTING) && !crate::family::first_call() {
+    if general && !gates::is_on(gates::COUNTING) && !crate::hooks::first_call() {
         return None;
     }
     // The counting copy runs on the thread of `MAIN_STATE` only ([`next_for`]).

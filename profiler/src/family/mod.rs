@@ -1,5 +1,6 @@
 //! MPI families: every difference between MPI ABIs in one place, one module per family behind
-//! one interface ([`Family`]), and the recognition of the process's MPI at its first MPI call.
+//! one interface ([`Family`]), and how the process's MPI is recognised at its first MPI call
+//! (which [`crate::hooks::first_call`] asks).
 //!
 //! The wrappers, `ffi` and the spec's semantics are generated for one family, [`Built`]: the
 //! library is compiled once per family (`mpistat_family`, set by build.rs from the package:
@@ -28,8 +29,6 @@ pub use interface::{library_version, Family, Handle, Predefined, Probe};
 
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
 
 /// The family this build's wrappers were generated for.
 #[cfg(mpistat_family = "openmpi")]
@@ -54,41 +53,4 @@ pub fn no_status(status: *const MPI_Status) -> bool {
 /// A predefined object of [`Built`], typed as the handle it is used as.
 pub fn predefined<T: Handle>(object: Predefined) -> Option<T> {
     Built::predefined(object).map(T::from_key)
-}
-/// The decision has been made (then [`crate::gates::COUNTING`] stays off only if paused or foreign).
-static DECIDED: AtomicBool = AtomicBool::new(false);
-
-/// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
-/// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
-/// configuration is read now), turn counting on. Returns whether counting is on now. Later
-/// calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once; they come from
-/// the wrappers' general copies, beside which this sits (`.text.warm`).
-#[cold]
-#[inline(never)]
-#[link_section = ".text.warm.mpistat"]
-pub fn first_call() -> bool {
-    if !DECIDED.load(Ordering::Acquire) {
-        decide();
-    }
-    crate::gates::is_on(crate::gates::COUNTING)
-}
-
-fn decide() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // The reason a library is not recognised is not used yet: pass-through sends nothing.
-        // A job that opts out is passed through before anything is looked at (the front, when
-        // it is there, loaded no implementation: this is for one preloaded or linked directly).
-        let ours = !mpistat_abi::opted_out()
-            && crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok()) == Some(true);
-        if ours {
-            if crate::guard::quietly(crate::hooks::recognised).unwrap_or(false) {
-                crate::peers::announce_at_init();
-                crate::gates::set(crate::gates::COUNTING, true);
-            }
-        } else {
-            crate::hooks::pass_through();
-        }
-        DECIDED.store(true, Ordering::Release);
-    });
 }
