@@ -16,9 +16,9 @@ use crate::job::build_record;
 use crate::mpi::{comm_rank, comm_size, comm_world, query_thread, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;
-use crate::rt::{bump, Counters, ENTERED_VIA_PMPI};
 use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
+use crate::threads::{bump, Counters, ENTERED_VIA_PMPI};
 use mpistat_record::model::{Binding, JobRecord};
 use mpistat_site::{CountersFallback, SiteConfig};
 use std::ffi::c_int;
@@ -175,7 +175,7 @@ fn set_up_before_init() {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
-        crate::rt::claim_main_thread();
+        crate::threads::claim_main_thread();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
             p.rate_start = Some(Anchor::now());

@@ -7,7 +7,7 @@
 //! tables to rank 0, which sends one job record to syslog.
 //!
 //! Module map: `generated/` (wrappers and routine table, made by `mpistat-wrapgen` from
-//! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
+//! `spec/mpi.spec`; do not edit), `rt` (hot path), `threads` (each thread's state and counter tables), `traffic` (bytes from arguments, out of
 //! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol),
 //! `family` (what differs between MPI ABIs, and recognising the process's MPI: a foreign one is
 //! passed through untouched), `peers` (whether every rank of the job has the library), `analyse`
@@ -60,5 +60,6 @@ pub mod superstep;
 pub mod syslog;
 pub mod tally;
 pub mod terminate;
+pub mod threads;
 pub mod trace;
 pub mod traffic;

@@ -19,8 +19,8 @@
 
 use crate::family::Handle;
 use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Request, MPI_Status};
-use crate::rt::{RoutineId, ThreadTable};
 use crate::spin::{SpinGuard, SpinLock};
+use crate::threads::{RoutineId, ThreadTable};
 use crate::traffic::Traffic;
 use std::ffi::c_int;
 use std::mem::MaybeUninit;
@@ -418,7 +418,7 @@ fn keep_entry(
 /// What a thread's completing call keeps from before it calls MPI (one at a time: only the
 /// outermost call of a thread counts): whether it is given kept requests, which (their index in
 /// the call's array and their handle), its [`Done`] (the statuses it passes to MPI: its own
-/// when the caller ignores them), for [`completed`]. Part of the thread's state (`rt`), reused
+/// when the caller ignores them), for [`completed`]. Part of the thread's state (`threads`), reused
 /// from call to call, so plain memory from `realloc`, never freed: a type with a destructor
 /// would make every access to the thread's state test whether the thread is ending.
 pub struct Scratch {

@@ -26,8 +26,8 @@
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
-use crate::rt::ThreadTable;
 use crate::spin::SpinLock;
+use crate::threads::ThreadTable;
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -381,7 +381,7 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, shared: bool) {
     SHARED.store(shared, Relaxed);
     WORLD_SIZE.store(world_size, Relaxed);
     WORLD.store(world.key(), Relaxed);
-    let mpi_at_start = crate::rt::thread_mpi_ticks();
+    let mpi_at_start = crate::threads::thread_mpi_ticks();
     let mut state = STATE.lock();
     if state.kept() {
         state.mpi_at_start = mpi_at_start;
@@ -411,7 +411,7 @@ pub fn restart(now: u64) {
 
 /// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
 /// and whether it spans `MPI_COMM_WORLD`. All-zero bytes are a valid empty cache (no handle has
-/// key 0). Written only by its thread (part of its `rt::ThreadTable`).
+/// key 0). Written only by its thread (part of its `threads::ThreadTable`).
 #[derive(Default)]
 pub struct SpansCache {
     /// The communicator's [`Handle::key`].
@@ -496,7 +496,7 @@ pub fn finish(now: u64) -> Option<Steps> {
     if !st.kept() {
         return None;
     }
-    st.end(now, now, crate::rt::thread_mpi_ticks(), TAIL);
+    st.end(now, now, crate::threads::thread_mpi_ticks(), TAIL);
     st.fold();
     Some(st.steps)
 }

@@ -17,8 +17,8 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
     NEXT_MPI_Type_size as TYPE_SIZE,
 };
-use crate::rt::{bump, Routine, RoutineId, ThreadTable};
 use crate::spec::Reach;
+use crate::threads::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
@@ -522,7 +522,7 @@ fn sum_blocks(blocks: &Blocks, count: impl Fn(usize) -> MPI_Count) -> u64 {
 /// another kind, a receive whose status was ignored, or one whose size MPI could not tell (no
 /// bytes for a non-empty count) leaves `generation` 0. Whatever the
 /// kind, the memo holds what the routine's last recorded call on the thread came to
-/// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
+/// ([`measured`]). Written only by its thread (part of its `threads::ThreadTable`).
 #[derive(Default)]
 pub struct Memo {
     count: AtomicI64,
@@ -707,7 +707,7 @@ fn add_memo(routine: &Routine) {
 
 /// A routine's traffic counters, in the order of [`Memo::per_call`].
 #[inline(always)]
-fn traffic_counters(c: &crate::rt::Counters) -> [&AtomicU64; 4] {
+fn traffic_counters(c: &crate::threads::Counters) -> [&AtomicU64; 4] {
     [&c.count, &c.bytes, &c.on_node, &c.off_node]
 }
 
@@ -917,7 +917,7 @@ mod tests {
     /// A thread table of its own (leaked, as the profiler's are).
     fn table() -> &'static ThreadTable {
         let layout = std::alloc::Layout::new::<ThreadTable>();
-        // SAFETY: all-zero bytes are a valid table (atomics only), as in `rt::new_thread_table`.
+        // SAFETY: all-zero bytes are a valid table (atomics only), as in `threads::new_thread_table`.
         unsafe { &*(std::alloc::alloc_zeroed(layout) as *const ThreadTable) }
     }
 
