@@ -60,6 +60,7 @@ pub mod superstep;
 pub mod syslog;
 pub mod tally;
 pub mod terminate;
+pub mod thread_parts;
 pub mod threads;
 pub mod trace;
 pub mod traffic;

@@ -27,10 +27,11 @@ use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
 use crate::spin::SpinLock;
+use crate::thread_parts::SpansCache;
 use crate::threads::ThreadTable;
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
 pub const TAIL: u32 = u32::MAX;
@@ -407,18 +408,6 @@ pub fn restart(now: u64) {
     if ON.load(Relaxed) {
         STATE.lock().start = now;
     }
-}
-
-/// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
-/// and whether it spans `MPI_COMM_WORLD`. All-zero bytes are a valid empty cache (no handle has
-/// key 0). Written only by its thread (part of its `threads::ThreadTable`).
-#[derive(Default)]
-pub struct SpansCache {
-    /// The communicator's [`Handle::key`].
-    comm: AtomicUsize,
-    /// [`crate::places::comms_freed`] when the answer was stored.
-    freed: AtomicU64,
-    spans: AtomicBool,
 }
 
 /// Whether `comm`, not `MPI_COMM_WORLD`'s handle, spans `MPI_COMM_WORLD` (an intracommunicator

@@ -27,12 +27,12 @@ pub struct Counters {
     pub off_node: AtomicU64,
 }
 
-/// One routine's counters, message-size histogram and last call ([`crate::traffic::Memo`]) in
+/// One routine's counters, message-size histogram and last call ([`crate::thread_parts::Memo`]) in
 /// one thread: together, so that the hot path reaches all three from one address.
 pub struct Routine {
     pub counters: Counters,
     pub hist: [AtomicU64; HIST_BUCKETS],
-    pub memo: crate::traffic::Memo,
+    pub memo: crate::thread_parts::Memo,
 }
 
 /// One thread's counters for every routine.
@@ -40,11 +40,11 @@ pub struct ThreadTable {
     /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
     /// into "outside MPI" and "in other MPI calls" reads it at global collectives only).
     pub mpi_ticks: AtomicU64,
-    /// The size of the datatype this thread counted last (see `traffic::TypeSizeCache`).
-    pub last_type: crate::traffic::TypeSizeCache,
+    /// The size of the datatype this thread counted last (see [`TypeSizeCache`](crate::thread_parts::TypeSizeCache)).
+    pub last_type: crate::thread_parts::TypeSizeCache,
     /// Whether the last communicator of a global collective on this thread spans
-    /// `MPI_COMM_WORLD` (see `superstep::SpansCache`).
-    pub last_spans: crate::superstep::SpansCache,
+    /// `MPI_COMM_WORLD` (see [`SpansCache`](crate::thread_parts::SpansCache)).
+    pub last_spans: crate::thread_parts::SpansCache,
     pub routines: [Routine; N_ROUTINES],
 }
 
@@ -60,7 +60,7 @@ pub(crate) struct ThreadState {
     pub(crate) table: Cell<Option<&'static ThreadTable>>,
     traced: Cell<bool>,
     /// What the thread's completing call in progress noted ([`Call::requests`]).
-    requests: UnsafeCell<crate::requests::Scratch>,
+    requests: UnsafeCell<crate::thread_parts::Scratch>,
 }
 
 thread_local! {
@@ -69,7 +69,7 @@ thread_local! {
             depth: Cell::new(0),
             table: Cell::new(None),
             traced: Cell::new(false),
-            requests: UnsafeCell::new(crate::requests::Scratch::NEW),
+            requests: UnsafeCell::new(crate::thread_parts::Scratch::NEW),
         }
     };
 }
@@ -185,7 +185,7 @@ impl Call {
     /// The thread's notes of its completing call in progress ([`crate::requests::watch`]).
     #[allow(clippy::mut_from_ref)]
     #[inline(always)]
-    pub fn requests(&self) -> &mut crate::requests::Scratch {
+    pub fn requests(&self) -> &mut crate::thread_parts::Scratch {
         // SAFETY: only the thread's outermost call, this one, uses its notes, and no reference
         // to them outlives the wrapper's use of them.
         unsafe { &mut *self.thread().requests.get() }
