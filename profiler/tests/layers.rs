@@ -179,7 +179,11 @@ fn layer_of<'a>(file: &str, parts: &'a serde_json::Map<String, Value>) -> Option
             } else {
                 file == path
             };
-            if holds && best.map_or(true, |(_, len)| path.len() > len) {
+            let longer = match best {
+                Some((_, len)) => path.len() > len,
+                None => true,
+            };
+            if holds && longer {
                 best = Some((name, path.len()));
             }
         }
