@@ -40,7 +40,7 @@ fn install_quiet_hook() {
     ONCE.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(|q| q.get()) && !crate::rt::inside_mpi() {
+            if !QUIET.with(|q| q.get()) && !crate::threads::inside_mpi() {
                 previous(info)
             }
         }));

@@ -7,23 +7,23 @@
 use crate::clock::{ticks, Anchor};
 use crate::counters::JobCounters;
 use crate::detail::Destination;
-use crate::family::{Built, Family};
+use crate::facts::{unix_ms_now, InitFacts};
+use crate::family::{library_version, Built, Family, Probe};
 use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
-use crate::job::{build_record, unix_ms_now, InitFacts};
-use crate::mpi::{comm_rank, comm_size, comm_world, library_version, query_thread, OwnComm};
+use crate::job::build_record;
+use crate::mpi::{comm_rank, comm_size, comm_world, query_thread, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;
-use crate::rt::{self, bump, Counters, ENTERED_VIA_PMPI};
 use crate::superstep::Estimates;
 use crate::tally::{JobValue, RankTotals, Reduced};
-use crate::traffic::Traffic;
+use crate::threads::{bump, Counters, ENTERED_VIA_PMPI};
 use mpistat_record::model::{Binding, JobRecord};
 use mpistat_site::{CountersFallback, SiteConfig};
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::sync::{Mutex, Once};
 
 /// The site allows profiling (read at the first MPI call) and the MPI library is the built family's;
 /// `MPI_Pcontrol(1)` resumes only then.
@@ -115,6 +115,44 @@ pub(crate) fn recognised() -> bool {
     enabled
 }
 
+/// The decision has been made (then [`crate::gates::COUNTING`] stays off only if paused or foreign).
+static DECIDED: AtomicBool = AtomicBool::new(false);
+
+/// Called by [`crate::rt::enter`] when counting is off: at the process's first MPI call, decide
+/// whether the MPI library is [`Built`]'s and, if so and the site profiles jobs (its
+/// configuration is read now), turn counting on. Returns whether counting is on now. Later
+/// calls (counting paused by `MPI_Pcontrol(0)`, or pass-through) return at once; they come from
+/// the wrappers' general copies, beside which this sits (`.text.warm`).
+#[cold]
+#[inline(never)]
+#[link_section = ".text.warm.mpistat"]
+pub fn first_call() -> bool {
+    if !DECIDED.load(Ordering::Acquire) {
+        decide();
+    }
+    crate::gates::is_on(crate::gates::COUNTING)
+}
+
+fn decide() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // The reason a library is not recognised is not used yet: pass-through sends nothing.
+        // A job that opts out is passed through before anything is looked at (the front, when
+        // it is there, loaded no implementation: this is for one preloaded or linked directly).
+        let ours = !mpistat_abi::opted_out()
+            && crate::guard::quietly(|| Built::recognise(&Probe::take()).is_ok()) == Some(true);
+        if ours {
+            if crate::guard::quietly(recognised).unwrap_or(false) {
+                crate::peers::announce_at_init();
+                crate::gates::set(crate::gates::COUNTING, true);
+            }
+        } else {
+            pass_through();
+        }
+        DECIDED.store(true, Ordering::Release);
+    });
+}
+
 /// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): find every real routine,
 /// open the counters, allocate the thread's table and the superstep buffer, register the exit
 /// hook ([`set_up_before_init`]), then release the pages start-up used (reading site.toml
@@ -137,7 +175,7 @@ fn set_up_before_init() {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
-        crate::rt::claim_main_thread();
+        crate::threads::claim_main_thread();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
             p.rate_start = Some(Anchor::now());
@@ -656,43 +694,15 @@ fn write_subtotals() {
     });
 }
 
-static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
-
-/// `MPI_Pcontrol(level, ...)`: 0 pauses counting, 1 resumes it, 2 writes this rank's subtotals.
-/// The C prototype is variadic; on the x86-64 and AArch64 C ABIs a callee that reads only the
-/// first (fixed) argument may be defined without the `...`, and MPI ignores the rest anyway.
-/// With the hot wrappers (footprint.rs): programs instrumented for mpiP or IPM pause and resume
-/// around regions, often inside their loops, and in `.text` each call kept one or two more
-/// 64 KiB chunks of code resident in every rank. One copy for both names (the chunk is nearly
-/// full).
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
-unsafe fn pcontrol(via_pmpi: bool, level: c_int) -> c_int {
-    let next: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(PCONTROL.get());
-    let Some(call) = rt::enter(via_pmpi, true) else {
-        let rc = next(level);
-        apply_pcontrol(level);
-        return rc;
-    };
-    let rc = next(level);
-    rt::leave(
-        call,
-        None,
-        id::MPI_Pcontrol,
-        rc,
-        Traffic::None,
-        crate::family::Handle::NONE,
-        rt::After::Nothing,
-    );
-    apply_pcontrol(level);
-    rc
-}
+/// The real `MPI_Pcontrol` (for [`crate::pcontrol`], the routine's wrapper), looked up with
+/// every other routine before the real `MPI_Init`.
+pub(crate) static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
 
 /// Pausing and resuming switch a gate (an atomic operation: nothing there can panic, so no
 /// guard, whose thread-local flag is reached through code outside the hot chunk); the
 /// subtotals are cold and guarded.
 #[inline(always)]
-fn apply_pcontrol(level: c_int) {
+pub(crate) fn apply_pcontrol(level: c_int) {
     match level {
         0 => {
             gates::set(gates::COUNTING, false);
@@ -715,20 +725,4 @@ fn subtotals_if_allowed() {
             write_subtotals();
         }
     });
-}
-
-/// # Safety
-/// Called by MPI programs as `MPI_Pcontrol(level, ...)`.
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn MPI_Pcontrol(level: c_int) -> c_int {
-    pcontrol(false, level)
-}
-
-/// # Safety
-/// Called by MPI programs and bindings as `PMPI_Pcontrol(level, ...)`.
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub unsafe extern "C" fn PMPI_Pcontrol(level: c_int) -> c_int {
-    pcontrol(true, level)
 }

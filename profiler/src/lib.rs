@@ -7,7 +7,7 @@
 //! tables to rank 0, which sends one job record to syslog.
 //!
 //! Module map: `generated/` (wrappers and routine table, made by `mpistat-wrapgen` from
-//! `spec/mpi.spec`; do not edit), `rt` (hot path), `traffic` (bytes from arguments, out of
+//! `spec/mpi.spec`; do not edit), `rt` (hot path), `threads` (each thread's state and counter tables), `traffic` (bytes from arguments, out of
 //! line), `next` (finding the real routines), `clock`, `hooks` (Init, Finalize, Abort, Pcontrol),
 //! `family` (what differs between MPI ABIs, and recognising the process's MPI: a foreign one is
 //! passed through untouched), `peers` (whether every rank of the job has the library), `analyse`
@@ -23,21 +23,11 @@ pub mod claim;
 pub mod clock;
 pub mod counters;
 pub mod detail;
+pub mod facts;
 pub mod family;
+pub mod ffi;
 pub mod footprint;
 pub mod gates;
-pub mod ffi {
-    //! The built family's `mpi.h` (Open MPI's) as Rust declarations (bindgen, see build.rs). Types only: nothing here
-    //! is linked; the real routines are found with `dlsym`.
-    #![allow(
-        non_camel_case_types,
-        non_snake_case,
-        non_upper_case_globals,
-        dead_code,
-        clippy::all
-    )]
-    include!(concat!(env!("OUT_DIR"), "/mpi_bindings.rs"));
-}
 pub mod generated;
 pub mod guard;
 pub mod hooks;
@@ -45,6 +35,7 @@ pub mod job;
 pub mod mpi;
 pub mod next;
 pub mod node;
+pub mod pcontrol;
 pub mod peers;
 pub mod places;
 pub mod pmi1;
@@ -58,5 +49,7 @@ pub mod superstep;
 pub mod syslog;
 pub mod tally;
 pub mod terminate;
+pub mod thread_parts;
+pub mod threads;
 pub mod trace;
 pub mod traffic;

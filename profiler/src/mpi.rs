@@ -15,13 +15,12 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_rank as COMM_RANK, NEXT_MPI_Comm_size as COMM_SIZE,
     NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
     NEXT_MPI_Dist_graph_neighbors_count as DIST_GRAPH_NEIGHBORS_COUNT,
-    NEXT_MPI_Get_library_version as LIBRARY_VERSION,
     NEXT_MPI_Graph_neighbors_count as GRAPH_NEIGHBORS_COUNT, NEXT_MPI_Group_free as GROUP_FREE,
     NEXT_MPI_Group_size as GROUP_SIZE, NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS,
     NEXT_MPI_Iprobe as IPROBE, NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV,
     NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
 };
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::mem::transmute;
 
 /// A failed MPI call of the profiler's own (the code it returned).
@@ -66,7 +65,6 @@ type AllreduceFn = unsafe extern "C" fn(
 ) -> c_int;
 type CommGetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int;
 type QueryThreadFn = unsafe extern "C" fn(*mut c_int) -> c_int;
-type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
 
 pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
     let mut r = 0;
@@ -262,26 +260,6 @@ pub fn allreduce_on<T: ReduceElement + Default>(
         )
     })?;
     Ok(out)
-}
-
-/// `MPI_Get_library_version`, first line.
-pub fn library_version() -> String {
-    // Open MPI's is 256 bytes, MPICH's 8192 (it lists its configure options).
-    let mut buf = vec![0 as c_char; crate::ffi::MPI_MAX_LIBRARY_VERSION_STRING as usize + 1];
-    let mut len: c_int = 0;
-    // SAFETY: the real routine with a buffer of MPI_MAX_LIBRARY_VERSION_STRING (+1) bytes.
-    let rc = unsafe {
-        transmute::<*mut c_void, LibraryVersionFn>(LIBRARY_VERSION.get())(
-            buf.as_mut_ptr(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return String::new();
-    }
-    // SAFETY: MPI wrote a NUL-terminated string into buf (we zeroed the extra byte).
-    let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
-    s.lines().next().unwrap_or("").trim().to_string()
 }
 
 type SendFn =

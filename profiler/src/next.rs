@@ -129,11 +129,15 @@ fn lookup_exactly(name: &CStr) -> *mut c_void {
     if !p.is_null() {
         return p;
     }
-    abi::in_libraries(
-        <crate::family::Built as crate::family::Family>::LIBRARIES,
-        name,
-    )
+    BUILT.in_library(name)
 }
+
+/// The built family as the front knows it ([`crate::family::Built`]'s): its sonames find a library
+/// that was opened `RTLD_LOCAL`.
+#[cfg(mpistat_family = "openmpi")]
+const BUILT: abi::Known = abi::OPEN_MPI;
+#[cfg(mpistat_family = "mpich")]
+const BUILT: abi::Known = abi::MPICH;
 
 /// Address of a symbol of the MPI library by its exact name (Open MPI's predefined handles such
 /// as `ompi_mpi_comm_world` are the addresses of such objects), or null. In `.text.init`:

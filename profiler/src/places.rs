@@ -17,8 +17,8 @@
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::generated::routines::{N_ROUTINES, ROUTINES};
-use crate::rt::RoutineId;
 use crate::spec::Class;
+use crate::threads::RoutineId;
 use crate::traffic::Traffic;
 use std::cell::RefCell;
 use std::collections::HashMap;

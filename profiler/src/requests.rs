@@ -19,11 +19,12 @@
 
 use crate::family::Handle;
 use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Request, MPI_Status};
-use crate::rt::{RoutineId, ThreadTable};
 use crate::spin::{SpinGuard, SpinLock};
+pub use crate::thread_parts::Done;
+use crate::thread_parts::Scratch;
+use crate::threads::{RoutineId, ThreadTable};
 use crate::traffic::Traffic;
 use std::ffi::c_int;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 /// Requests kept (entries of [`TABLE`]): the completing calls' one test while it is 0.
@@ -415,36 +416,7 @@ fn keep_entry(
     key == 0 || Access::table().insert(entry)
 }
 
-/// What a thread's completing call keeps from before it calls MPI (one at a time: only the
-/// outermost call of a thread counts): whether it is given kept requests, which (their index in
-/// the call's array and their handle), its [`Done`] (the statuses it passes to MPI: its own
-/// when the caller ignores them), for [`completed`]. Part of the thread's state (`rt`), reused
-/// from call to call, so plain memory from `realloc`, never freed: a type with a destructor
-/// would make every access to the thread's state test whether the thread is ending.
-pub struct Scratch {
-    watching: bool,
-    requests: *const MPI_Request,
-    done: Done,
-    /// The kept requests given: (index in the call's array, handle, slot in the table).
-    hits: Grown<(usize, usize, usize)>,
-    one: MaybeUninit<MPI_Status>,
-    statuses: Grown<MaybeUninit<MPI_Status>>,
-}
-
 impl Scratch {
-    pub const NEW: Scratch = Scratch {
-        watching: false,
-        requests: std::ptr::null(),
-        done: Done::One {
-            flag: std::ptr::null(),
-            index: std::ptr::null(),
-            status: std::ptr::null_mut(),
-        },
-        hits: Grown::NEW,
-        one: MaybeUninit::uninit(),
-        statuses: Grown::NEW,
-    };
-
     /// The call in progress is given kept requests ([`watch`]): [`completed`] has work.
     #[inline(always)]
     pub fn watching(&self) -> bool {
@@ -454,59 +426,6 @@ impl Scratch {
     /// The kept requests noted.
     fn hits(&self) -> &[(usize, usize, usize)] {
         self.hits.used()
-    }
-}
-
-/// An array that only grows (`realloc`), of `len` used elements.
-struct Grown<T> {
-    at: *mut T,
-    capacity: usize,
-    len: usize,
-}
-
-impl<T: Copy> Grown<T> {
-    const NEW: Grown<T> = Grown {
-        at: std::ptr::null_mut(),
-        capacity: 0,
-        len: 0,
-    };
-
-    /// Room for `n` elements (false if there is no memory for them).
-    #[inline(always)]
-    fn reserve(&mut self, n: usize) -> bool {
-        n <= self.capacity || self.grow_to(n)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn grow_to(&mut self, n: usize) -> bool {
-        let n = n.max(16).next_power_of_two();
-        let Some(bytes) = n.checked_mul(std::mem::size_of::<T>()) else {
-            return false;
-        };
-        // SAFETY: `at` is null or came from realloc; T is plain data (Copy).
-        let at = unsafe { libc::realloc(self.at.cast(), bytes) }.cast::<T>();
-        if at.is_null() {
-            return false;
-        }
-        (self.at, self.capacity) = (at, n);
-        true
-    }
-
-    fn push(&mut self, value: T) {
-        if self.reserve(self.len + 1) {
-            // SAFETY: room reserved for len + 1 elements.
-            unsafe { self.at.add(self.len).write(value) };
-            self.len += 1;
-        }
-    }
-
-    fn used(&self) -> &[T] {
-        if self.len == 0 {
-            return &[];
-        }
-        // SAFETY: the first `len` elements were written.
-        unsafe { std::slice::from_raw_parts(self.at, self.len) }
     }
 }
 
@@ -574,31 +493,6 @@ fn watch_kept(
     scratch.requests = requests;
     scratch.done = done.with_statuses(statuses);
     statuses
-}
-
-/// Which requests a completing call completed, and their statuses (the arguments it passed to
-/// MPI; `flag`, `index`, `outcount` null where the routine has none).
-#[derive(Clone, Copy)]
-pub enum Done {
-    /// `MPI_Wait`, `MPI_Test` (`flag`), `MPI_Waitany` (`index`), `MPI_Testany` (both): one
-    /// request, with `status`.
-    One {
-        flag: *const c_int,
-        index: *const c_int,
-        status: *mut MPI_Status,
-    },
-    /// `MPI_Waitall`, `MPI_Testall` (`flag`): every request, request `i` with `statuses[i]`.
-    Each {
-        flag: *const c_int,
-        statuses: *mut MPI_Status,
-    },
-    /// `MPI_Waitsome`, `MPI_Testsome`: `outcount` requests, the k-th `indices[k]` with
-    /// `statuses[k]`.
-    Some {
-        outcount: *const c_int,
-        indices: *const c_int,
-        statuses: *mut MPI_Status,
-    },
 }
 
 /// `*p` if `p` is not null.

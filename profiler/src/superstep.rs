@@ -26,11 +26,12 @@
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
 use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
-use crate::rt::ThreadTable;
 use crate::spin::SpinLock;
+use crate::thread_parts::SpansCache;
+use crate::threads::ThreadTable;
 use mpistat_record::model::{Imbalance, PartitionImbalance};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::Relaxed};
 
 /// Routine id stored for the last superstep, which `MPI_Finalize` ends.
 pub const TAIL: u32 = u32::MAX;
@@ -381,7 +382,7 @@ pub fn start(bytes: usize, world_size: u32, world: MPI_Comm, shared: bool) {
     SHARED.store(shared, Relaxed);
     WORLD_SIZE.store(world_size, Relaxed);
     WORLD.store(world.key(), Relaxed);
-    let mpi_at_start = crate::rt::thread_mpi_ticks();
+    let mpi_at_start = crate::threads::thread_mpi_ticks();
     let mut state = STATE.lock();
     if state.kept() {
         state.mpi_at_start = mpi_at_start;
@@ -407,18 +408,6 @@ pub fn restart(now: u64) {
     if ON.load(Relaxed) {
         STATE.lock().start = now;
     }
-}
-
-/// One thread's last communicator other than `MPI_COMM_WORLD` that a global collective ran on,
-/// and whether it spans `MPI_COMM_WORLD`. All-zero bytes are a valid empty cache (no handle has
-/// key 0). Written only by its thread (part of its `rt::ThreadTable`).
-#[derive(Default)]
-pub struct SpansCache {
-    /// The communicator's [`Handle::key`].
-    comm: AtomicUsize,
-    /// [`crate::places::comms_freed`] when the answer was stored.
-    freed: AtomicU64,
-    spans: AtomicBool,
 }
 
 /// Whether `comm`, not `MPI_COMM_WORLD`'s handle, spans `MPI_COMM_WORLD` (an intracommunicator
@@ -496,7 +485,7 @@ pub fn finish(now: u64) -> Option<Steps> {
     if !st.kept() {
         return None;
     }
-    st.end(now, now, crate::rt::thread_mpi_ticks(), TAIL);
+    st.end(now, now, crate::threads::thread_mpi_ticks(), TAIL);
     st.fold();
     Some(st.steps)
 }

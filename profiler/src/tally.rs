@@ -6,7 +6,7 @@
 
 use crate::generated::routines::N_ROUTINES;
 use crate::mpi::{reduce_to_root, MpiResult, Op, OwnComm, ValueRank};
-use crate::rt::TABLES;
+use crate::threads::TABLES;
 use mpistat_record::model::{Stat, HIST_BUCKETS};
 use std::sync::atomic::Ordering::Relaxed;
 

@@ -17,12 +17,13 @@ use crate::generated::wrappers::{
     NEXT_MPI_Comm_size as COMM_SIZE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
     NEXT_MPI_Type_size as TYPE_SIZE,
 };
-use crate::rt::{bump, Routine, RoutineId, ThreadTable};
 use crate::spec::Reach;
+use crate::thread_parts::Memo;
+use crate::threads::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
 /// `MPI_ROOT`: the root of a rooted collective on an intercommunicator passes it.
@@ -138,18 +139,6 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// Forget every thread's [`Memo`]s (their answers may have changed).
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
-}
-
-/// One thread's last (datatype, size) pair, so that a loop sending the same type asks MPI once.
-/// All-zero bytes are a valid empty cache (no handle has key 0, see [`Handle::NONE`]). Written
-/// only by its thread.
-#[derive(Default)]
-pub struct TypeSizeCache {
-    /// The datatype's [`Handle::key`].
-    datatype: AtomicUsize,
-    size: AtomicU64,
-    /// [`TYPES_FREED`] when the pair was stored.
-    freed: AtomicU64,
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -512,40 +501,6 @@ fn sum_blocks(blocks: &Blocks, count: impl Fn(usize) -> MPI_Count) -> u64 {
         .fold(0u64, u64::wrapping_add)
 }
 
-/// One routine's last call on one thread: its [`Traffic::Elements`] arguments, or a
-/// [`Traffic::Received`]'s posted count and type and its status's source (the key), and what the
-/// call came to. What a call adds is a function of the key (and, for a receive, of the bytes its
-/// status says arrived, compared too) while no datatype nor communicator was freed (a freed
-/// handle can come back as another type or group) and the node map did not change: so a call
-/// with the same key adds the same, unmeasured. The key holds only while `generation` is the
-/// current `GENERATION`, which is never 0: all-zero bytes are a valid empty memo, and a call of
-/// another kind, a receive whose status was ignored, or one whose size MPI could not tell (no
-/// bytes for a non-empty count) leaves `generation` 0. Whatever the
-/// kind, the memo holds what the routine's last recorded call on the thread came to
-/// ([`measured`]). Written only by its thread (part of its `rt::ThreadTable`).
-#[derive(Default)]
-pub struct Memo {
-    count: AtomicI64,
-    /// The datatype's [`Handle::key`].
-    datatype: AtomicUsize,
-    comm: AtomicUsize,
-    peer: AtomicI32,
-    /// [`generation`] when the key was stored; 0: the memo holds no key.
-    generation: AtomicU64,
-    elements: AtomicU64,
-    bytes: AtomicU64,
-    sent: AtomicU64,
-    /// The message-size histogram's bucket of `bytes` (below `HIST_BUCKETS`).
-    bucket: AtomicUsize,
-    /// Of `bytes`, those placed on and off this node (both 0 when not placed: adding them is
-    /// then adding nothing, so the hit path needs no test).
-    on_node: AtomicU64,
-    off_node: AtomicU64,
-    /// Calls that came to what the memo holds and are not in the routine's counters yet
-    /// ([`settle`]): a call like the last adds one here, not five counters and a bucket.
-    hits: AtomicU64,
-}
-
 impl Memo {
     /// Whether the memo holds this key, and still may (its generation is the current one).
     #[inline(always)]
@@ -707,7 +662,7 @@ fn add_memo(routine: &Routine) {
 
 /// A routine's traffic counters, in the order of [`Memo::per_call`].
 #[inline(always)]
-fn traffic_counters(c: &crate::rt::Counters) -> [&AtomicU64; 4] {
+fn traffic_counters(c: &crate::threads::Counters) -> [&AtomicU64; 4] {
     [&c.count, &c.bytes, &c.on_node, &c.off_node]
 }
 
@@ -917,7 +872,7 @@ mod tests {
     /// A thread table of its own (leaked, as the profiler's are).
     fn table() -> &'static ThreadTable {
         let layout = std::alloc::Layout::new::<ThreadTable>();
-        // SAFETY: all-zero bytes are a valid table (atomics only), as in `rt::new_thread_table`.
+        // SAFETY: all-zero bytes are a valid table (atomics only), as in `threads::new_thread_table`.
         unsafe { &*(std::alloc::alloc_zeroed(layout) as *const ThreadTable) }
     }
 

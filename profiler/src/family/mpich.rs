@@ -4,9 +4,9 @@
 //! them with the installed header); the status keeps the received bytes split over `count_lo`
 //! and the upper bits of `count_hi_and_cancelled` (bit 0 is the cancelled flag).
 
-use super::{Family, Predefined, Probe};
+use super::interface::{library_version, only, Family, Predefined, Probe};
 use crate::ffi::MPI_Status;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of MPICH 4.0).
@@ -35,7 +35,6 @@ static NEED_INIT: AtomicPtr<c_int> = AtomicPtr::new(std::ptr::null_mut());
 
 impl Family for Mpich {
     const NAME: &'static str = mpistat_abi::MPICH.name;
-    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::MPICH.libraries;
     const PROC_NULL: c_int = -1;
     // `(void *) -1` in MPICH's mpi.h.
     const IN_PLACE: *const c_void = usize::MAX as *const c_void;
@@ -46,9 +45,9 @@ impl Family for Mpich {
     const PMI1_AT_INIT: bool = true;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
-        super::only(Self::NAME, probe)?;
+        only(Self::NAME, probe)?;
         // The MPI library is MPICH's: MPI_Get_library_version may be called before MPI_Init.
-        known_version(&crate::mpi::library_version())?;
+        known_version(&library_version())?;
         NEED_INIT.store(
             crate::next::mpi_object(c"MPIR_F_NeedInit").cast::<c_int>(),
             Relaxed,

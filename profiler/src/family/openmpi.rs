@@ -2,9 +2,9 @@
 //! objects in libmpi (`ompi_mpi_comm_world`, ...), found with `dlsym` since this library is never
 //! linked against libmpi; the status keeps the received bytes in its public `_ucount` field.
 
-use super::{Family, Handle, Predefined, Probe};
+use super::interface::{library_version, only, Family, Handle, Predefined, Probe};
 use crate::ffi::MPI_Status;
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 
 /// The major version whose ABI the wrappers were generated for (`mpi.h` of Open MPI 4.1).
 const MAJOR: &str = "4.";
@@ -13,7 +13,6 @@ pub struct OpenMpi;
 
 impl Family for OpenMpi {
     const NAME: &'static str = mpistat_abi::OPEN_MPI.name;
-    const LIBRARIES: &'static [&'static CStr] = mpistat_abi::OPEN_MPI.libraries;
     const PROC_NULL: c_int = -2;
     // `((void *) 1)` in Open MPI's mpi.h.
     #[allow(clippy::manual_dangling_ptr)]
@@ -23,9 +22,9 @@ impl Family for OpenMpi {
     const PMI1_AT_INIT: bool = false;
 
     fn recognise(probe: &Probe) -> Result<(), String> {
-        super::only(Self::NAME, probe)?;
+        only(Self::NAME, probe)?;
         // The MPI library is Open MPI's: MPI_Get_library_version may be called before MPI_Init.
-        known_version(&crate::mpi::library_version())
+        known_version(&library_version())
     }
 
     // Open MPI's Fortran bindings call PMPI_Init(&argc, &argv) with argc = 0; C programs call
@@ -79,7 +78,7 @@ fn known_version(version: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::family::Symbol;
+    use crate::family::interface::Symbol;
 
     fn symbol(object: &str) -> Symbol {
         Symbol {
@@ -100,7 +99,7 @@ mod tests {
     #[test]
     fn open_mpi_alone_is_recognised() {
         assert_eq!(
-            crate::family::only(OpenMpi::NAME, &probe(OMPI, &[("Open MPI", OMPI)])),
+            only(OpenMpi::NAME, &probe(OMPI, &[("Open MPI", OMPI)])),
             Ok(())
         );
     }
@@ -108,25 +107,23 @@ mod tests {
     #[test]
     fn anything_else_is_foreign() {
         // MPICH (or Intel MPI, MVAPICH, Cray MPICH: libmpi.so.12).
-        let e = crate::family::only(OpenMpi::NAME, &probe(MPICH, &[("MPICH", MPICH)])).unwrap_err();
+        let e = only(OpenMpi::NAME, &probe(MPICH, &[("MPICH", MPICH)])).unwrap_err();
         assert!(e.starts_with("MPICH"), "{e}");
         // A stub "MPI" with no known family's functions.
-        let e = crate::family::only(OpenMpi::NAME, &probe("/tmp/libstubmpi.so", &[])).unwrap_err();
+        let e = only(OpenMpi::NAME, &probe("/tmp/libstubmpi.so", &[])).unwrap_err();
         assert!(e.contains("unknown MPI library"), "{e}");
         // Two MPI libraries at once.
         let both = probe(OMPI, &[("Open MPI", OMPI), ("MPICH", MPICH)]);
-        assert!(crate::family::only(OpenMpi::NAME, &both)
-            .unwrap_err()
-            .contains("several"));
+        assert!(only(OpenMpi::NAME, &both).unwrap_err().contains("several"));
         // Open MPI's functions present, but the wrappers would forward to another library.
         let elsewhere = probe("/tmp/libstubmpi.so", &[("Open MPI", OMPI)]);
-        assert!(crate::family::only(OpenMpi::NAME, &elsewhere).is_err());
+        assert!(only(OpenMpi::NAME, &elsewhere).is_err());
         // No MPI_Init to forward to at all.
         let none = Probe {
             init: None,
             markers: Vec::new(),
         };
-        assert!(crate::family::only(OpenMpi::NAME, &none).is_err());
+        assert!(only(OpenMpi::NAME, &none).is_err());
     }
 
     #[test]

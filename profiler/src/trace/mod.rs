@@ -34,7 +34,7 @@ use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
 use crate::generated::routines::ROUTINES;
 use crate::mpi;
 use crate::rawevents::{self, RawEvents};
-use crate::rt::RoutineId;
+use crate::threads::RoutineId;
 use crate::traffic::{Measured, Traffic, NO_PEER, PROC_NULL};
 use mpistat_site::{escalation, SiteConfig, TraceConfig};
 use mpistat_trace::hash::FastMap;
@@ -88,7 +88,7 @@ impl Args {
 }
 
 /// A traced call in progress: everything is recorded at its end ([`leave`]), when its start
-/// time is the counting path's ([`crate::rt::Call::start`]); only a completing call does
+/// time is the counting path's ([`crate::threads::Call::start`]); only a completing call does
 /// something before the real call (keeps its requests, [`enter`]).
 #[derive(Clone, Copy)]
 pub struct Entered {
@@ -282,7 +282,7 @@ struct TracedThreadOnly {
 }
 
 // SAFETY: every access goes through `with_recorder`, which only the traced thread passes
-// (`rt::mark_traced_thread`, in `start` on the thread calling `MPI_Init`).
+// (`threads::mark_traced_thread`, in `start` on the thread calling `MPI_Init`).
 unsafe impl Sync for TracedThreadOnly {}
 
 static RECORDER: TracedThreadOnly = TracedThreadOnly {
@@ -292,11 +292,11 @@ static RECORDER: TracedThreadOnly = TracedThreadOnly {
 
 /// Run `f` on the recorder, on the traced thread only (else, or when re-entered, `None`).
 fn with_recorder<R>(f: impl FnOnce(&mut Option<Recorder>) -> R) -> Option<R> {
-    with_recorder_if(crate::rt::on_traced_thread(), f)
+    with_recorder_if(crate::threads::on_traced_thread(), f)
 }
 
 /// [`with_recorder`] for a caller that knows whether it is on the traced thread (a wrapper's
-/// [`rt::Call`] does: no thread-local lookup per call).
+/// [`threads::Call`] does: no thread-local lookup per call).
 #[inline(always)]
 fn with_recorder_if<R>(
     traced_thread: bool,
@@ -320,7 +320,7 @@ const REASONS: [&str; 3] = ["user", "site", "escalation"];
 /// read (but for a missing list: none was written yet), or that it was cut, goes to `problems`.
 pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     // Worked out here, at MPI_Init, whatever decides: the record names the same application.
-    let app = &crate::job::program().application.name;
+    let app = &crate::facts::program().application.name;
     if std::env::var_os("MPISTAT_TRACE").is_some_and(|v| v == "1") {
         return Some(0);
     }
@@ -342,7 +342,7 @@ pub fn wish(config: &SiteConfig, problems: &mut Vec<String>) -> Option<usize> {
     };
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
-    let now = crate::job::unix_ms_now() / 1000;
+    let now = crate::facts::unix_ms_now() / 1000;
     text.lines()
         .filter_map(|line| escalation::parse_line(line).flatten())
         .any(|e| e.applies(uid, app, now))
@@ -976,7 +976,7 @@ impl Recorder {
 /// may complete (null otherwise: a constant in every other wrapper, which then runs nothing here).
 #[inline(always)]
 pub fn enter(
-    call: &crate::rt::Call,
+    call: &crate::threads::Call,
     id: RoutineId,
     requests: *const MPI_Request,
     n: c_int,
@@ -1011,7 +1011,7 @@ fn one_null(requests: *const MPI_Request, n: c_int) -> bool {
 
 /// [`enter`] of a completing call: keep its requests (out of line).
 #[inline(never)]
-fn enter_completing(call: &crate::rt::Call, requests: *const MPI_Request, n: c_int) -> bool {
+fn enter_completing(call: &crate::threads::Call, requests: *const MPI_Request, n: c_int) -> bool {
     with_recorder_if(call.on_traced_thread(), |r| {
         r.as_mut().is_some_and(|r| r.snapshot(requests, n))
     })
@@ -1030,7 +1030,7 @@ pub struct Leaving {
 /// [`Recorder::leave_fast`]'s checks fold away; what it leaves is out of line.
 #[inline(always)]
 pub fn leave(
-    call: &crate::rt::Call,
+    call: &crate::threads::Call,
     leaving: Leaving,
     end: u64,
     rc: c_int,
@@ -1335,7 +1335,7 @@ fn start(config: &TraceConfig, reason: &'static str, rank: u32, world_size: u32)
     if let Some(sample) = measure_offset(&recorder, world) {
         recorder.clock.push(sample);
     }
-    crate::rt::mark_traced_thread();
+    crate::threads::mark_traced_thread();
     if !RECORDER.busy.get() {
         // SAFETY: the calling thread was just made the traced one, and no use of the recorder
         // is in progress (busy), as in `with_recorder_if`: not through it, as its panic

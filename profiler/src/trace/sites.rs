@@ -3,7 +3,7 @@
 //! load address) its return address lies in.
 
 use crate::generated::routines::ROUTINES;
-use crate::rt::RoutineId;
+use crate::threads::RoutineId;
 use mpistat_trace::model::{Module, MpiClass, Region, RegionRole};
 use std::ffi::{c_int, c_void};
 use std::path::Path;

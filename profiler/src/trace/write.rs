@@ -45,7 +45,7 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     let Ok(id_parts) = mpi::allreduce(&id_parts, mpi::Op::Sum, comm) else {
         return;
     };
-    let job_id = crate::job::job_id(id_parts[0], id_parts[1] as u32);
+    let job_id = crate::facts::job_id(id_parts[0], id_parts[1] as u32);
     let dir = trace_dir(&recorder.config.directory, &job_id);
     // Where every rank recorded completely: the cut when any rank stopped for its budget.
     let recorded = recorder.cuts.len() as u64;

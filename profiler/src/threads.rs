@@ -1,0 +1,304 @@
+//! Each thread's state and counter tables: how deep the thread is in MPI calls, its table of
+//! counters for every routine (read by `MPI_Finalize` and `MPI_Pcontrol` from all threads), and
+//! the call in progress ([`Call`]). Each thread owns its table and is its only writer. The
+//! wrappers' path through them is [`crate::rt`]'s.
+
+use crate::generated::routines::N_ROUTINES;
+use mpistat_record::model::HIST_BUCKETS;
+use std::cell::{Cell, UnsafeCell};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Index of a routine in [`crate::generated::routines::ROUTINES`].
+pub type RoutineId = usize;
+
+/// An outermost call arrived through a `PMPI_X` name (a user's PMPI tool, or a Fortran binding).
+pub static ENTERED_VIA_PMPI: AtomicBool = AtomicBool::new(false);
+
+/// One routine's counters in one thread.
+#[derive(Default)]
+pub struct Counters {
+    pub calls: AtomicU64,
+    pub ticks: AtomicU64,
+    pub count: AtomicU64,
+    pub bytes: AtomicU64,
+    /// Of `bytes`, those that stayed on this node and those that crossed nodes ([`crate::places`]).
+    pub on_node: AtomicU64,
+    pub off_node: AtomicU64,
+}
+
+/// One routine's counters, message-size histogram and last call ([`crate::thread_parts::Memo`]) in
+/// one thread: together, so that the hot path reaches all three from one address.
+pub struct Routine {
+    pub counters: Counters,
+    pub hist: [AtomicU64; HIST_BUCKETS],
+    pub memo: crate::thread_parts::Memo,
+}
+
+/// One thread's counters for every routine.
+pub struct ThreadTable {
+    /// Ticks inside all outermost MPI calls of this thread (the supersteps' split of their time
+    /// into "outside MPI" and "in other MPI calls" reads it at global collectives only).
+    pub mpi_ticks: AtomicU64,
+    /// The size of the datatype this thread counted last (see [`TypeSizeCache`](crate::thread_parts::TypeSizeCache)).
+    pub last_type: crate::thread_parts::TypeSizeCache,
+    /// Whether the last communicator of a global collective on this thread spans
+    /// `MPI_COMM_WORLD` (see [`SpansCache`](crate::thread_parts::SpansCache)).
+    pub last_spans: crate::thread_parts::SpansCache,
+    pub routines: [Routine; N_ROUTINES],
+}
+
+/// Every thread's table, for the readers. Tables are never freed: a thread that ended still counts.
+pub static TABLES: Mutex<Vec<&'static ThreadTable>> = Mutex::new(Vec::new());
+
+/// A thread's own state: how deep it is in MPI calls, its table once it has one, and whether
+/// it is the thread trace mode records ([`crate::trace`]). In this order (the hot path's fields
+/// first, at the shortest offsets).
+#[repr(C)]
+pub(crate) struct ThreadState {
+    pub(crate) depth: Cell<u32>,
+    pub(crate) table: Cell<Option<&'static ThreadTable>>,
+    traced: Cell<bool>,
+    /// What the thread's completing call in progress noted ([`Call::requests`]).
+    requests: UnsafeCell<crate::thread_parts::Scratch>,
+}
+
+thread_local! {
+    static THREAD: ThreadState = const {
+        ThreadState {
+            depth: Cell::new(0),
+            table: Cell::new(None),
+            traced: Cell::new(false),
+            requests: UnsafeCell::new(crate::thread_parts::Scratch::NEW),
+        }
+    };
+}
+
+/// The thread that called `MPI_Init` (its thread pointer, see [`thread_pointer`]; 0: none) and
+/// its state. That thread makes nearly every MPI call of a job, and finds its state with one
+/// compare instead of the thread-local lookup, a call into ld.so (`__tls_get_addr`, which a
+/// library loaded with `dlopen` must use) and its cache lines. Only that thread stores either
+/// ([`claim_main_thread`], [`MainThreadExit`]), and only a thread with its thread pointer reads
+/// `MAIN_STATE`, so relaxed order is enough: the program order of one thread.
+static MAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static MAIN_STATE: AtomicPtr<ThreadState> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Forgets the main thread when it ends: its thread-local block is freed, and a later thread may
+/// get the same thread pointer (glibc reuses thread descriptors). Registered on the main thread
+/// by [`claim_main_thread`]; its destructor runs at that thread's exit, `exit()` included.
+struct MainThreadExit;
+
+impl Drop for MainThreadExit {
+    fn drop(&mut self) {
+        if on_main_thread() {
+            MAIN_THREAD.store(0, Relaxed);
+        }
+    }
+}
+
+thread_local! {
+    static MAIN_THREAD_EXIT: MainThreadExit = const { MainThreadExit };
+}
+
+/// The calling thread's thread pointer (the address `%fs:0` holds on x86-64, `tpidr_el0` on
+/// AArch64): unique among live threads, and never 0.
+#[inline(always)]
+fn thread_pointer() -> usize {
+    let tp: usize;
+    // SAFETY: reads the thread register (x86-64: the TCB's self pointer at %fs:0, which the
+    // psABI's TLS model guarantees), no side effect.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, preserves_flags, readonly, pure));
+    }
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("mrs {}, tpidr_el0", out(reg) tp, options(nomem, nostack, preserves_flags, pure));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        tp = usize::MAX; // no fast path: `claim_main_thread` claims nothing
+    }
+    tp
+}
+
+/// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
+/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table:
+/// the counting copies, which run on this thread only, never make one, and made here it is
+/// allocated with start-up's pages, not at the end of the `MPI_Init` in progress.
+pub fn claim_main_thread() {
+    let state = THREAD.with(|t| t as *const ThreadState);
+    // SAFETY: as in `Call::thread`.
+    table_of(unsafe { &*state });
+    let tp = thread_pointer();
+    if tp == usize::MAX || tp == 0 {
+        return;
+    }
+    // Registers the destructor that un-claims the thread when it ends.
+    MAIN_THREAD_EXIT.with(|_| ());
+    MAIN_STATE.store(state.cast_mut(), Relaxed);
+    MAIN_THREAD.store(tp, Relaxed);
+}
+
+/// The calling thread is the one [`claim_main_thread`] claimed (and it has not ended).
+#[inline(always)]
+pub(crate) fn on_main_thread() -> bool {
+    thread_pointer() == MAIN_THREAD.load(Relaxed)
+}
+
+/// This thread's state: for the thread that called `MPI_Init` a compare and a load, for others
+/// one thread-local lookup (`__tls_get_addr` in a shared library). Once per call of a general
+/// copy (a counting copy reads `MAIN_STATE`): the pointer travels in [`Call`] from `enter` to
+/// `leave`.
+#[inline(always)]
+pub(crate) fn this_thread() -> *const ThreadState {
+    if on_main_thread() {
+        return MAIN_STATE.load(Relaxed);
+    }
+    THREAD.with(|t| t as *const ThreadState)
+}
+
+/// An outermost MPI call in progress. Lives in one wrapper's frame on one thread (the raw
+/// pointer keeps it from being sent elsewhere).
+pub struct Call {
+    pub(crate) t0: u64,
+    pub(crate) thread: *const ThreadState,
+    /// Entered by a wrapper's general copy ([`enter`]'s `general`): a constant wherever a wrapper
+    /// inlines the call's path, as each copy tests its own switches ([`crate::gates`]).
+    pub(crate) general: bool,
+}
+
+impl Call {
+    #[inline(always)]
+    pub(crate) fn thread(&self) -> &ThreadState {
+        // SAFETY: a thread-local lives as long as its thread, and a `Call` never outlives the
+        // wrapper call on the thread that made it.
+        unsafe { &*self.thread }
+    }
+
+    /// The call's start time (trace mode's too: one clock read less).
+    #[inline(always)]
+    pub fn start(&self) -> u64 {
+        self.t0
+    }
+
+    /// The thread's notes of its completing call in progress ([`crate::requests::watch`]).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub fn requests(&self) -> &mut crate::thread_parts::Scratch {
+        // SAFETY: only the thread's outermost call, this one, uses its notes, and no reference
+        // to them outlives the wrapper's use of them.
+        unsafe { &mut *self.thread().requests.get() }
+    }
+
+    /// The call is on the thread that trace mode records (no thread-local lookup: the call
+    /// has its thread already).
+    #[inline(always)]
+    pub fn on_traced_thread(&self) -> bool {
+        self.thread().traced.get()
+    }
+}
+
+/// Make the calling thread the one trace mode records ([`Call::on_traced_thread`]). With the
+/// hot code, where the thread-local lookup is inlined: run from `.text.init` (`trace::start`)
+/// it would call the lookup's own function in `.text`, one more chunk of code in MPI_Init's
+/// peak (footprint.rs).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn mark_traced_thread() {
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).traced.set(true) }
+}
+
+/// Whether the calling thread is the one trace mode records.
+pub fn on_traced_thread() -> bool {
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).traced.get() }
+}
+
+/// Add `v` to a counter that only this thread writes (a plain load and store, no locked op).
+#[inline(always)]
+pub fn bump(c: &AtomicU64, v: u64) {
+    c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
+}
+
+/// Ticks this thread spent in outermost MPI calls so far. With the hot code, as
+/// [`mark_traced_thread`] (`superstep::start` runs it at the end of `MPI_Init`).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn thread_mpi_ticks() -> u64 {
+    thread_table().mpi_ticks.load(Relaxed)
+}
+
+#[inline(always)]
+fn thread_table() -> &'static ThreadTable {
+    // SAFETY: as in `Call::thread`; the reference does not leave this call.
+    table_of(unsafe { &*this_thread() })
+}
+
+#[inline(always)]
+pub(crate) fn table_of(thread: &ThreadState) -> &'static ThreadTable {
+    match thread.table.get() {
+        Some(table) => table,
+        None => new_thread_table(thread),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn new_thread_table(thread: &ThreadState) -> &'static ThreadTable {
+    let layout = std::alloc::Layout::new::<ThreadTable>();
+    // SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics). The allocation is
+    // leaked on purpose: readers keep it after the thread ends. Zeroed pages stay unresident until
+    // touched, so unused routines cost no memory.
+    let table: &'static ThreadTable = unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut ThreadTable;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        &*p
+    };
+    TABLES.lock().unwrap_or_else(|e| e.into_inner()).push(table);
+    thread.table.set(Some(table));
+    table
+}
+
+/// Whether the calling thread is inside an outermost MPI call (used by hooks that must not count).
+pub fn inside_mpi() -> bool {
+    // SAFETY: as in `Call::thread`.
+    unsafe { (*this_thread()).depth.get() != 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own_state() -> *const ThreadState {
+        THREAD.with(|t| t as *const ThreadState)
+    }
+
+    #[test]
+    fn the_claiming_thread_alone_finds_its_state_by_its_thread_pointer_until_it_ends() {
+        let (claimed_tx, claimed_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let main = std::thread::spawn(move || {
+            claim_main_thread();
+            let fast_path = on_main_thread();
+            claimed_tx
+                .send((fast_path, this_thread() == own_state()))
+                .unwrap();
+            done_rx.recv().unwrap();
+        });
+        assert_eq!(claimed_rx.recv().unwrap(), (true, true));
+        // Another thread, while that one holds the claim: its own state, not the claimed one.
+        let other = std::thread::spawn(|| this_thread() == own_state())
+            .join()
+            .unwrap();
+        assert!(other);
+        assert_ne!(MAIN_THREAD.load(Relaxed), 0);
+        done_tx.send(()).unwrap();
+        main.join().unwrap();
+        // Its thread-local block is gone: a thread that gets its thread pointer must not use it.
+        assert_eq!(MAIN_THREAD.load(Relaxed), 0);
+    }
+}
