@@ -80,6 +80,7 @@ impl RoutineTotals {
 }
 
 /// This rank's numbers.
+#[derive(Debug)]
 pub struct RankTotals {
     /// The routines with something counted, by id.
     pub routines: Vec<RoutineTotals>,
