@@ -89,8 +89,11 @@ run() { # P MODE
     rm -f "$work"/times.*
     : >"$work/datagrams"
     if ! mpirun "${args[@]}" -x "STARTSTOP_OUT=$work/times" "$work/startstop" 10 </dev/null >/dev/null 2>"$work/stderr"; then
-        echo "finalize bench: $p ranks, $mode: the job failed (this machine stops here):" >&2
-        tail -5 "$work/stderr" >&2
+        # Kept whole: the launcher's last lines rarely say which rank ended how.
+        local kept=${TMPDIR:-/tmp}/mpistat-finalize-failed.$p.$mode.$$.log
+        cp "$work/stderr" "$kept"
+        echo "finalize bench: $p ranks, $mode: the job failed (this machine stops here; its output: $kept):" >&2
+        grep -v setpgid "$work/stderr" | tail -5 >&2
         return 1
     fi
     # The sink writes each datagram's size as it comes: give it a moment after the job.
