@@ -54,7 +54,7 @@ for line in open(raw_file):
                 mem[layout][key][mode].append(float(value))
     elif kind == "finalize" and layout in ("2", "2m"):
         fin[layout][mode].append(float(kv["ms"]))
-        if float(kv.get("peak_kb", -1)) >= 0:
+        if "peak_kb" in kv:
             fin_peak[layout][mode].append(float(kv["peak_kb"]))
     elif kind == "startup":
         start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)

@@ -7,7 +7,7 @@
  * mapping: private to each process), the front's prefixed "front". With the argument "pcontrol"
  * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)).
  * Then what MPI_Finalize adds to the resident set at its peak: "finalize peak_kb=N", VmHWM after
- * it less VmRSS before it (the peak is reset to the resident set first, clear_refs "5"). */
+ * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
