@@ -4,7 +4,7 @@
 
 Raw lines: `LAYOUT MODE bench NAME ns_per_iter=F calls_per_iter=N ...`,
 `LAYOUT MODE bench_ab NAME paused_ns=F counted_ns=F added_ns=F ratio=F ...`, `LAYOUT MODE mem ...`,
-`LAYOUT MODE finalize ms=F`, `- MODE startup NAME ns=N` (see bench/overhead.c).
+`LAYOUT MODE finalize ms=F peak_kb=N`, `- MODE startup NAME ns=N` (see bench/overhead.c).
 """
 import re
 import statistics
@@ -16,6 +16,7 @@ COLLECTIVE_RATIO_BUDGET = 1.05  # counting mode, collectives, 4 ranks on 2 cores
 TRACE_NS_BUDGET = 100  # trace mode, per call, 2 ranks
 RSS_KB_BUDGET = 256  # per rank, steady state
 INIT_PEAK_KB_BUDGET = 512  # per rank, peak resident set right after MPI_Init
+FINALIZE_PEAK_KB_BUDGET = 256  # rank 0, what MPI_Finalize adds to the peak resident set
 COLLECTIVES = {"allreduce1", "barrier", "bcast1"}
 LAYOUT_NAMES = {
     "2": "2 ranks",
@@ -30,6 +31,7 @@ ab = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, name
 mem = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))  # layout, key, mode: [kB]
 # 2-rank layouts (Open MPI "2", MPICH "2m") only:
 fin = defaultdict(lambda: defaultdict(list))  # layout, mode: [ms]
+fin_peak = defaultdict(lambda: defaultdict(list))  # layout, mode: [kB]
 start = defaultdict(lambda: defaultdict(list))  # command, mode: [ms]
 clock_read_ns = None  # one rdtsc on this host (overhead clock)
 
@@ -52,6 +54,8 @@ for line in open(raw_file):
                 mem[layout][key][mode].append(float(value))
     elif kind == "finalize" and layout in ("2", "2m"):
         fin[layout][mode].append(float(kv["ms"]))
+        if "peak_kb" in kv:
+            fin_peak[layout][mode].append(float(kv["peak_kb"]))
     elif kind == "startup":
         start[rest.rsplit(" ", 1)[0]][mode].append(float(kv["ns"]) / 1e6)
     elif kind == "clock":
@@ -279,6 +283,18 @@ for layout, title in (("2", "2 ranks"), ("2m", "MPICH 2 ranks")):
             more = "" if mode == "bare" else f"{med(f[mode]) - med(f['bare']):>9.2f}"
             note = "   (writes the trace)" if mode == "trace" else ""
             print(f"{'MPI_Finalize (rank 0)':<28} {mode:<10} {med(f[mode]):>9.2f} {more}{note}")
+    p = fin_peak[layout]
+    if p["bare"]:
+        print(f"{'peak kB, ' + title:<28} {'mode':<10} {'median':>9} {'added':>9}  budget")
+        for mode in modes:
+            if p[mode]:
+                a = med(p[mode]) - med(p["bare"])
+                shown = "" if mode == "bare" else f"{a:>9.0f}"
+                # Trace mode writes the trace's last buffer and its definitions at finalize.
+                judged = mode in ("mpistat", "direct")
+                limit = FINALIZE_PEAK_KB_BUDGET
+                budget = verdict(a <= limit, f"<= {limit} kB") if judged else ""
+                print(f"{'MPI_Finalize adds (rank 0)':<28} {mode:<10} {med(p[mode]):>9.0f} {shown}  {budget}")
 for name, d in start.items():
     if d["bare"] and d["mpistat"]:
         b, p = statistics.mean(d["bare"]), statistics.mean(d["mpistat"])

@@ -120,6 +120,7 @@ if [[ $tier == full ]]; then
     bash bench/run.sh --small
     bash bench/instructions.sh --small
     bash bench/nodes.sh --small
+    bash bench/finalize.sh --small
     bash bench/scale.sh --small
     end_tier benchmarks
 fi

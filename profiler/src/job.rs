@@ -46,26 +46,24 @@ pub fn build_record(
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let placed = crate::places::known();
-    let routines = (0..N_ROUTINES)
-        .filter_map(|id| {
-            let [calls, time_ns, count, bytes] = reduced.routine(id);
+    let routines = reduced
+        .routines
+        .iter()
+        .filter_map(|r| {
+            let [calls, time_ns, count, bytes] = r.stats;
             if calls.sum == 0 {
                 return None;
             }
-            let mut hist = reduced.routine_hist(id).to_vec();
-            while hist.last() == Some(&0) {
-                hist.pop();
-            }
-            let (on_node, off_node) = reduced.routine_node_bytes(id);
+            let (on_node, off_node) = r.node_bytes;
             Some(RoutineStats {
                 node_bytes: (placed && bytes.sum > 0).then_some(NodeBytes { on_node, off_node }),
-                name: ROUTINES[id].name().to_string(),
-                class: ROUTINES[id].class.as_str().to_string(),
+                name: ROUTINES[r.id].name().to_string(),
+                class: ROUTINES[r.id].class.as_str().to_string(),
                 calls,
                 time_ns,
                 count,
                 bytes,
-                hist,
+                hist: r.hist.clone(),
                 sync_ns: None,
                 counters: BTreeMap::new(),
             })

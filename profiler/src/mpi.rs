@@ -180,6 +180,8 @@ pub enum Op {
     Min,
     Max,
     MaxLoc,
+    /// Bitwise or (of masks).
+    BitOr,
 }
 
 impl Op {
@@ -189,6 +191,7 @@ impl Op {
             Op::Min => Predefined::OpMin,
             Op::Max => Predefined::OpMax,
             Op::MaxLoc => Predefined::OpMaxLoc,
+            Op::BitOr => Predefined::OpBitOr,
         }
     }
 }

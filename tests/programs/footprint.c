@@ -5,10 +5,34 @@
  * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
  * mapping: private to each process), the front's prefixed "front". With the argument "pcontrol"
- * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)). */
+ * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)).
+ * Then what MPI_Finalize adds to the resident set at its peak: "finalize peak_kb=N", VmHWM after
+ * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"). */
 #include <mpi.h>
 #include <stdio.h>
 #include <string.h>
+
+/* A "Key:   N kB" line of /proc/self/status, -1 if missing. */
+static long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(key);
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':') sscanf(line + n + 1, "%ld", &kb);
+    fclose(f);
+    return kb;
+}
+
+/* Resets VmHWM to the present resident set (Linux >= 4.0); 0 on success. */
+static int reset_peak(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    int ok;
+    if (!f) return -1;
+    ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
 
 static void report_residency(int rank, const char *library, const char *label) {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -60,6 +84,10 @@ int main(int argc, char **argv) {
     }
     report_residency(rank, "/libmpistat_", "");
     report_residency(rank, "/libmpistat.so", "front ");
+    fflush(stdout);
+    long before = reset_peak() == 0 ? status_kb("VmHWM") : -1;
     MPI_Finalize();
+    long peak = status_kb("VmHWM");
+    if (before >= 0 && peak >= 0) printf("rank %d finalize peak_kb=%ld\n", rank, peak - before);
     return 0;
 }

@@ -55,6 +55,7 @@ pub enum Predefined {
     OpMin,
     OpMax,
     OpMaxLoc,
+    OpBitOr,
 }
 
 /// What a family is to the profiler.

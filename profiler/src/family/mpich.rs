@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 const MAJOR: &str = "4.";
 
 /// The predefined handles the profiler uses, as MPICH's `mpi.h` defines them.
-const HANDLES: [(Predefined, u32); 10] = [
+const HANDLES: [(Predefined, u32); 11] = [
     (Predefined::CommWorld, 0x4400_0000),
     (Predefined::CommNull, 0x0400_0000),
     (Predefined::InfoNull, 0x1c00_0000),
@@ -24,6 +24,7 @@ const HANDLES: [(Predefined, u32); 10] = [
     (Predefined::OpMin, 0x5800_0002),
     (Predefined::OpMax, 0x5800_0001),
     (Predefined::OpMaxLoc, 0x5800_000c),
+    (Predefined::OpBitOr, 0x5800_0008),
 ];
 
 pub struct Mpich;
@@ -140,6 +141,7 @@ mod tests {
             "MPI_MIN",
             "MPI_MAX",
             "MPI_MAXLOC",
+            "MPI_BOR",
         ];
         let mut c = String::from("#include <mpi.h>\n#include <stdio.h>\nint main(void) {\n");
         for n in names {
@@ -162,7 +164,7 @@ mod tests {
             assert_eq!(lines[i], handle.to_string(), "{object:?} ({})", names[i]);
         }
         assert_eq!(
-            lines[10],
+            lines[HANDLES.len()],
             format!(
                 "{} {} {} {s} {s}",
                 Mpich::PROC_NULL,

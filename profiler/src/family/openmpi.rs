@@ -45,6 +45,7 @@ impl Family for OpenMpi {
             Predefined::OpMin => c"ompi_mpi_op_min",
             Predefined::OpMax => c"ompi_mpi_op_max",
             Predefined::OpMaxLoc => c"ompi_mpi_op_maxloc",
+            Predefined::OpBitOr => c"ompi_mpi_op_bor",
         };
         let p = crate::next::mpi_object(symbol);
         (!p.is_null()).then(|| p.key())

@@ -286,3 +286,56 @@ fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64) {
     // And the job was profiled as usual.
     assert_eq!(syslogd.single_record().ranks, 2);
 }
+
+/// `MPI_Finalize` with the library adds at most 256 kB to a rank's peak resident set over the
+/// same job's bare `MPI_Finalize` (issue 38's goal). Not met yet, so not run by default
+/// (`--ignored` runs it): the reduction now carries only the routines and histogram buckets some
+/// rank used (profiler/src/tally.rs), a few kB instead of two copies of every routine's tallies,
+/// but the finalize path's cold code, mapped 64 kB at a time, still adds 0.9-2 MB to the peak
+/// (docs/footprint.md, "Finalize"). The dense reduction added 1.2-2.5 MB here.
+#[test]
+#[ignore = "issue 38: the finalize path's cold code still adds 0.9-2 MB (docs/footprint.md)"]
+fn mpi_finalize_adds_at_most_256_kb_open_mpi() {
+    assert_finalize_adds_at_most_256_kb(Mpi::OpenMpi);
+}
+
+#[test]
+#[ignore = "issue 38: the finalize path's cold code still adds 0.9-2 MB (docs/footprint.md)"]
+fn mpi_finalize_adds_at_most_256_kb_mpich() {
+    assert_finalize_adds_at_most_256_kb(Mpi::Mpich);
+}
+
+/// Runs `footprint.c` bare and profiled on 2 ranks of `mpi`: what `MPI_Finalize` adds to each
+/// rank's peak (VmHWM after it less before it, the peak reset just before) with the library,
+/// over the bare job's, is at most 256 kB. The kernel's peak is kept from per-CPU counters and
+/// may lag the resident set by ~250 kB (a bare `MPI_Finalize` "adds" -100 to -300 kB), in both.
+fn assert_finalize_adds_at_most_256_kb(mpi: Mpi) {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program_for("footprint.c", mpi), 2).mpi(mpi);
+    let peaks = |outcome: &Outcome| -> Vec<i64> {
+        outcome.assert_success();
+        let mut peaks = vec![None; 2];
+        for line in outcome.stdout.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if let ["rank", rank, "finalize", peak] = fields[..] {
+                let kb = peak.strip_prefix("peak_kb=").unwrap().parse().unwrap();
+                peaks[rank.parse::<usize>().unwrap()] = Some(kb);
+            }
+        }
+        peaks
+            .into_iter()
+            .map(|kb| kb.unwrap_or_else(|| panic!("no finalize line: {outcome:?}")))
+            .collect()
+    };
+    let bare = peaks(&job.bare());
+    let profiled = peaks(&job.profiled(&syslogd.site_config()));
+    assert_eq!(syslogd.single_record().ranks, 2);
+    for (rank, (b, p)) in bare.iter().zip(&profiled).enumerate() {
+        eprintln!("rank {rank}: MPI_Finalize's peak adds {p} kB, bare {b} kB");
+        assert!(
+            p - b <= 256,
+            "rank {rank}: MPI_Finalize's peak adds {p} kB profiled, {b} kB bare"
+        );
+    }
+}
