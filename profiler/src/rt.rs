@@ -129,14 +129,44 @@ fn thread_pointer() -> usize {
     tp
 }
 
+/// The table of the thread that called `MPI_Init` ([`claim_main_thread`]), at a fixed address:
+/// the counting copies, which run on that thread only, reach its counters without loading a
+/// pointer, testing it or keeping it in a register across the real call. All-zero bytes (`.bss`:
+/// its pages stay unresident until touched, as a zeroed allocation's).
+// SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics).
+static MAIN_TABLE: ThreadTable = unsafe { std::mem::zeroed() };
+/// [`MAIN_TABLE`] was given to a thread (once: it is one thread's table for good).
+static MAIN_TABLE_GIVEN: AtomicBool = AtomicBool::new(false);
+
+/// [`MAIN_TABLE`], for the counting copies (on the claimed thread, whose table it is).
+#[inline(always)]
+fn main_table() -> &'static ThreadTable {
+    &MAIN_TABLE
+}
+
 /// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
-/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table:
-/// the counting copies, which run on this thread only, never make one, and made here it is
-/// allocated with start-up's pages, not at the end of the `MPI_Init` in progress.
+/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table,
+/// [`MAIN_TABLE`]. A table it made before (its calls before `MPI_Init`: `MPI_Initialized`)
+/// stays in [`TABLES`] with what it counted (the readers add every table up); only the
+/// superstep's MPI ticks, which start at the end of `MPI_Init`, read the thread's own.
 pub fn claim_main_thread() {
     let state = THREAD.with(|t| t as *const ThreadState);
     // SAFETY: as in `Call::thread`.
-    table_of(unsafe { &*state });
+    let state_ref = unsafe { &*state };
+    if !MAIN_TABLE_GIVEN.swap(true, Relaxed) {
+        TABLES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(&MAIN_TABLE);
+        state_ref.table.set(Some(&MAIN_TABLE));
+    }
+    if !state_ref
+        .table
+        .get()
+        .is_some_and(|table| std::ptr::eq(table, &MAIN_TABLE))
+    {
+        return;
+    }
     let tp = thread_pointer();
     if tp == usize::MAX || tp == 0 {
         return;
@@ -327,10 +357,7 @@ pub fn ahead(call: &Call, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let table = if call.general {
         table_of(call.thread())
     } else {
-        match call.thread().table.get() {
-            Some(table) => table,
-            None => return,
-        }
+        main_table()
     };
     crate::traffic::ahead(table, id, traffic, comm);
 }
@@ -389,15 +416,7 @@ fn leave_as(
     let table = if call.general {
         table_of(call.thread())
     } else {
-        // The thread of `MAIN_STATE` got its table when it was claimed: no call here either,
-        // as one would keep this end's values in callee-saved registers.
-        match call.thread().table.get() {
-            Some(table) => table,
-            None => {
-                call.thread().depth.set(0);
-                return;
-            }
-        }
+        main_table()
     };
     let c = &table.routines[id].counters;
     let dt = t1.wrapping_sub(call.t0);
@@ -512,6 +531,100 @@ fn new_thread_table(thread: &ThreadState) -> &'static ThreadTable {
 pub fn inside_mpi() -> bool {
     // SAFETY: as in `Call::thread`.
     unsafe { (*this_thread()).depth.get() != 0 }
+}
+
+/// A call on a routine's steady path ([`steady`]): what its end needs, nothing of its arguments.
+pub struct Steady {
+    t0: u64,
+}
+
+/// Whether a counting copy's call is one of its routine's steady state, and if so the real
+/// routine: on the thread that called `MPI_Init`, outermost, with its routine's last key
+/// ([`crate::traffic::steady`]: what its bytes come to is known before the call) and, for a
+/// synchronising collective (`superstep`, a constant), on `MPI_COMM_WORLD` below
+/// `MPI_THREAD_MULTIPLE` ([`crate::superstep::steady`]). All of it is tested before the call,
+/// where the arguments are in their registers anyway: after it, [`leave_steady`] needs none of
+/// them, so a wrapper keeps only the start time and two pointers across the call (a memo's
+/// test after the call kept count, datatype and communicator in callee-saved registers: six
+/// pushes, six pops and their moves). Every other call takes the counting copy as before.
+#[inline(always)]
+pub fn steady(
+    next: &crate::next::Next,
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+) -> Option<*mut std::ffi::c_void> {
+    if !on_main_thread() {
+        return None;
+    }
+    let next = next.resolved()?;
+    let thread = main_state();
+    if thread.depth.get() != 0 {
+        return None;
+    }
+    if !crate::traffic::steady(&main_table().routines[id], traffic, comm) {
+        return None;
+    }
+    if superstep && !crate::superstep::steady(comm) {
+        return None;
+    }
+    Some(next)
+}
+
+/// Start a call that [`steady`] let through: the thread is inside MPI from here.
+#[inline(always)]
+pub fn enter_steady(via_pmpi: bool) -> Steady {
+    main_state().depth.set(1);
+    if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
+        ENTERED_VIA_PMPI.store(true, Relaxed);
+    }
+    Steady {
+        t0: crate::clock::tsc_ticks(),
+    }
+}
+
+/// The main thread's state, on the main thread (after [`on_main_thread`] held): read again
+/// where it is needed rather than kept in a register across the real call.
+#[inline(always)]
+fn main_state() -> &'static ThreadState {
+    // SAFETY: as in `Call::thread` (the claimed thread's own state, read on that thread).
+    unsafe { &*MAIN_STATE.load(Relaxed) }
+}
+
+/// Finish a call that [`enter_steady`] started, of routine `id` that returned `rc`, and return
+/// `rc`: what [`leave`] does for it, with what was tested before the call known (`memo`: its
+/// routine's memo holds its traffic, a constant; `superstep` as in [`steady`]).
+#[inline(always)]
+pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superstep: bool) -> c_int {
+    let t1 = crate::clock::tsc_ticks();
+    let table = main_table();
+    let c = &table.routines[id].counters;
+    let dt = t1.wrapping_sub(call.t0);
+    bump(&c.calls, 1);
+    bump(&c.ticks, dt);
+    bump(&table.mpi_ticks, dt);
+    if rc == 0 {
+        if memo {
+            crate::traffic::add_steady(&table.routines[id]);
+        }
+        let mpi_now = table.mpi_ticks.load(Relaxed);
+        if superstep && !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
+            return end_steady_unbatched(call.t0, t1, mpi_now, id);
+        }
+    }
+    main_state().depth.set(0);
+    rc
+}
+
+/// The rest of [`leave_steady`] of a successful call that ends a superstep outside the batch,
+/// out of line and last (a tail call: the wrapper keeps no return code across it).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn end_steady_unbatched(t0: u64, t1: u64, mpi_now: u64, id: RoutineId) -> c_int {
+    crate::superstep::end_steady_unbatched(t0, t1, mpi_now, id);
+    main_state().depth.set(0);
+    0
 }
 
 #[cfg(test)]

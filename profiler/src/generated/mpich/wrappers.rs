@@ -1116,8 +1116,18 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1128,7 +1138,12 @@ pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MP
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1278,8 +1293,18 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1290,7 +1315,12 @@ pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: M
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3169,8 +3199,18 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3181,7 +3221,12 @@ pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int,
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3327,8 +3372,18 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3339,7 +3394,12 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3369,8 +3429,18 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3381,7 +3451,12 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3411,8 +3486,18 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3423,7 +3508,12 @@ pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, 
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3453,8 +3543,18 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3465,7 +3565,12 @@ pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int,
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3648,8 +3753,18 @@ unsafe extern "C" fn general_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Barrier(via_pmpi, false, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(false, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3660,7 +3775,12 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(true, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3732,8 +3852,18 @@ unsafe extern "C" fn general_MPI_Bcast(buffer: *mut c_void, count: c_int, dataty
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Bcast(via_pmpi, false, buffer, count, datatype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(false, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3744,7 +3874,12 @@ pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: 
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(true, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3774,8 +3909,18 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3786,7 +3931,12 @@ pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype:
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4408,8 +4558,18 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4420,7 +4580,12 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4450,8 +4615,18 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4462,7 +4637,12 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4751,8 +4931,18 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4763,7 +4953,12 @@ pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, s
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
