@@ -99,6 +99,7 @@ impl Drop for MainThreadExit {
     fn drop(&mut self) {
         if on_main_thread() {
             MAIN_THREAD.store(0, Relaxed);
+            gates::set_main_thread(0);
         }
     }
 }
@@ -175,6 +176,14 @@ pub fn claim_main_thread() {
     MAIN_THREAD_EXIT.with(|_| ());
     MAIN_STATE.store(state.cast_mut(), Relaxed);
     MAIN_THREAD.store(tp, Relaxed);
+    gates::set_main_thread(tp);
+}
+
+/// Whether the calling thread takes a wrapper's counting copy: the switches are plain
+/// ([`gates::plain`]) and it is the thread [`claim_main_thread`] claimed ([`gates::plain_on`]).
+#[inline(always)]
+pub fn plain_here() -> bool {
+    gates::plain_on(thread_pointer())
 }
 
 /// The calling thread is the one [`claim_main_thread`] claimed (and it has not ended).
@@ -184,8 +193,9 @@ fn on_main_thread() -> bool {
 }
 
 /// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
-/// be), or, for the counting copy, the resolved one if the calling thread is the one that called
-/// `MPI_Init`, else `None`, and the counting copy hands the call to the general one. So the
+/// be), or, for the counting copy (which runs on the thread that called `MPI_Init` only:
+/// [`plain_here`] held), the resolved one, else `None`, and the counting copy hands the call to
+/// the general one. So the
 /// counting copy calls nothing before the real call (no lookup, no thread-local lookup): the
 /// caller's arguments stay in their registers, and only what the call's end needs is kept in
 /// callee-saved ones (bench/instructions.sh). Other threads' calls take the general copy.
@@ -193,10 +203,8 @@ fn on_main_thread() -> bool {
 pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
     if general {
         Some(next.get())
-    } else if on_main_thread() {
-        next.resolved()
     } else {
-        None
+        next.resolved()
     }
 }
 
@@ -555,9 +563,6 @@ pub fn steady(
     comm: MPI_Comm,
     superstep: bool,
 ) -> Option<*mut std::ffi::c_void> {
-    if !on_main_thread() {
-        return None;
-    }
     let next = next.resolved()?;
     let thread = main_state();
     if thread.depth.get() != 0 {

@@ -775,7 +775,7 @@ fn wrapper(
         .unwrap();
         writeln!(
             out,
-            "    if !gates::plain() {{ return {general}({}) }}",
+            "    if !rt::plain_here() {{ return {general}({}) }}",
             then(via_pmpi)
         )
         .unwrap();
@@ -830,7 +830,7 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
         imports.ffi.iter().cloned().collect::<Vec<_>>().join(", ")
     )
     .unwrap();
-    out.push_str("use crate::gates;\nuse crate::next::Next;\n");
+    out.push_str("use crate::next::Next;\n");
     if uses_requests {
         out.push_str("use crate::requests;\n");
     }
