@@ -1,8 +1,9 @@
 //! The switches that choose a wrapper's path, in one byte: whether counting is on, whether the
 //! clock is the TSC, whether per-call counter reads are on, and whether trace mode is on.
 //!
-//! Every exported wrapper tests them once, as one load and one compare ([`plain`]): in the
-//! common case (counting, TSC, neither per-call reads nor a trace) it runs the counting copy,
+//! Every exported wrapper tests them once, with the calling thread, as one load and one compare
+//! ([`plain_on`]): in the common case (counting, TSC, neither per-call reads nor a trace, on the
+//! thread that called `MPI_Init`) it runs the counting copy,
 //! which tests none of them again; otherwise the general copy, out of line, which tests each.
 //! Kept apart, the four were six loads and branches a call (counting and the trace at entry, the
 //! clock and per-call reads before and after the real call). On the critical path of a
@@ -13,7 +14,7 @@
 //! Setting a switch is an atomic read-modify-write of its bit, so switches set by different
 //! threads (a trace starting while `MPI_Pcontrol` pauses counting) never undo each other.
 
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 
 /// Counting is on: the process's MPI is the family the library was built for (decided at its
 /// first MPI call, see [`crate::family`]), the site enabled profiling, and `MPI_Pcontrol(0)` has
@@ -26,31 +27,75 @@ pub const PER_CALL: u8 = 4;
 /// Trace mode records this process's calls ([`crate::trace`]), from `MPI_Init` to `MPI_Finalize`.
 pub const TRACE: u8 = 8;
 
-/// The switches' byte.
-struct Gates(AtomicU8);
+/// The switches' byte, and the thread that takes the counting copies.
+struct Gates {
+    bits: AtomicU8,
+    /// The thread pointer of the thread that called `MPI_Init` (`crate::rt`'s claim), 0 if none.
+    main_thread: AtomicUsize,
+    /// `main_thread` while the switches are plain, else 0: an exported wrapper's one test, a
+    /// load and a compare with the calling thread's pointer ([`plain_on`]), covers both the
+    /// switches and the thread (the counting copies run on the claimed thread only), where it
+    /// was a test of the switches, then one of the thread (bench/instructions.sh: 4
+    /// instructions a call fewer on every routine).
+    plain_thread: AtomicUsize,
+}
 
 impl Gates {
+    const fn new() -> Gates {
+        Gates {
+            bits: AtomicU8::new(0),
+            main_thread: AtomicUsize::new(0),
+            plain_thread: AtomicUsize::new(0),
+        }
+    }
+
     #[inline(always)]
     fn plain(&self) -> bool {
-        self.0.load(Relaxed) == COUNTING | TSC
+        self.bits.load(Relaxed) == COUNTING | TSC
     }
 
     #[inline(always)]
     fn is_on(&self, gate: u8) -> bool {
-        self.0.load(Relaxed) & gate != 0
+        self.bits.load(Relaxed) & gate != 0
+    }
+
+    #[inline(always)]
+    fn plain_on(&self, thread: usize) -> bool {
+        thread == self.plain_thread.load(Relaxed)
     }
 
     fn set(&self, gate: u8, on: bool) -> bool {
         let before = if on {
-            self.0.fetch_or(gate, Relaxed)
+            self.bits.fetch_or(gate, SeqCst)
         } else {
-            self.0.fetch_and(!gate, Relaxed)
+            self.bits.fetch_and(!gate, SeqCst)
         };
+        self.refresh_plain_thread();
         before & gate != 0
+    }
+
+    fn set_main_thread(&self, thread: usize) {
+        self.main_thread.store(thread, SeqCst);
+        self.refresh_plain_thread();
+    }
+
+    /// Make `plain_thread` agree with the switches and `main_thread` after either changed. No
+    /// lock (a signal handler may change a switch while this thread is here): whoever stored
+    /// last reads both again, and stores again if one changed meanwhile, so the last store
+    /// agrees with the last change.
+    fn refresh_plain_thread(&self) {
+        loop {
+            let (bits, main) = (self.bits.load(SeqCst), self.main_thread.load(SeqCst));
+            let plain_thread = if bits == COUNTING | TSC { main } else { 0 };
+            self.plain_thread.store(plain_thread, SeqCst);
+            if self.bits.load(SeqCst) == bits && self.main_thread.load(SeqCst) == main {
+                return;
+            }
+        }
     }
 }
 
-static GATES: Gates = Gates(AtomicU8::new(0));
+static GATES: Gates = Gates::new();
 
 /// The common case: counting, on the TSC, with neither per-call reads nor a trace.
 #[inline(always)]
@@ -64,9 +109,21 @@ pub fn is_on(gate: u8) -> bool {
     GATES.is_on(gate)
 }
 
+/// Whether the thread whose pointer is `thread` takes the counting copies: the switches are
+/// [`plain`] and it is the claimed thread ([`set_main_thread`]).
+#[inline(always)]
+pub fn plain_on(thread: usize) -> bool {
+    GATES.plain_on(thread)
+}
+
 /// Turn switch `gate` on or off; returns whether it was on.
 pub fn set(gate: u8, on: bool) -> bool {
     GATES.set(gate, on)
+}
+
+/// The claimed thread is now the one whose pointer is `thread` (0: none).
+pub fn set_main_thread(thread: usize) {
+    GATES.set_main_thread(thread)
 }
 
 #[cfg(test)]
@@ -75,7 +132,7 @@ mod tests {
 
     #[test]
     fn only_counting_on_the_tsc_is_plain_and_each_switch_is_its_own() {
-        let gates = Gates(AtomicU8::new(0));
+        let gates = Gates::new();
         let all = [COUNTING, TSC, PER_CALL, TRACE];
         for subset in 0u8..16 {
             for (i, gate) in all.iter().enumerate() {
@@ -92,5 +149,30 @@ mod tests {
         }
         assert!(gates.set(TRACE, false));
         assert!(!gates.set(TRACE, false));
+    }
+
+    #[test]
+    fn only_the_claimed_thread_takes_the_counting_copies_and_only_while_plain() {
+        let gates = Gates::new();
+        let (main, other) = (0x7f00_0000_1000, 0x7f00_0000_2000);
+        gates.set(COUNTING, true);
+        gates.set(TSC, true);
+        // No thread claimed: none (not even a thread pointer of 0, which none has).
+        assert!(!gates.plain_on(main) && !gates.plain_on(other));
+        gates.set_main_thread(main);
+        assert!(gates.plain_on(main) && !gates.plain_on(other));
+        for gate in [PER_CALL, TRACE] {
+            gates.set(gate, true);
+            assert!(!gates.plain_on(main), "switch {gate} on");
+            gates.set(gate, false);
+            assert!(gates.plain_on(main), "switch {gate} off again");
+        }
+        for gate in [COUNTING, TSC] {
+            gates.set(gate, false);
+            assert!(!gates.plain_on(main), "switch {gate} off");
+            gates.set(gate, true);
+        }
+        gates.set_main_thread(0);
+        assert!(!gates.plain_on(main));
     }
 }

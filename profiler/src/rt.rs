@@ -9,15 +9,25 @@ use crate::clock::ticks;
 use crate::ffi::MPI_Comm;
 use crate::gates;
 use crate::threads::{
-    bump, on_main_thread, table_of, this_thread, Call, RoutineId, ENTERED_VIA_PMPI, MAIN_STATE,
+    bump, main_table, table_of, this_thread, thread_pointer, Call, RoutineId, ThreadState,
+    ENTERED_VIA_PMPI, MAIN_STATE,
 };
 use crate::traffic::{Measured, Traffic};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 
+/// Whether the calling thread takes a wrapper's counting copy: the switches are plain
+/// ([`gates::plain`]) and it is the thread [`crate::threads::claim_main_thread`] claimed
+/// ([`gates::plain_on`]).
+#[inline(always)]
+pub fn plain_here() -> bool {
+    gates::plain_on(thread_pointer())
+}
+
 /// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
-/// be), or, for the counting copy, the resolved one if the calling thread is the one that called
-/// `MPI_Init`, else `None`, and the counting copy hands the call to the general one. So the
+/// be), or, for the counting copy (which runs on the thread that called `MPI_Init` only:
+/// [`plain_here`] held), the resolved one, else `None`, and the counting copy hands the call to
+/// the general one. So the
 /// counting copy calls nothing before the real call (no lookup, no thread-local lookup): the
 /// caller's arguments stay in their registers, and only what the call's end needs is kept in
 /// callee-saved ones (bench/instructions.sh). Other threads' calls take the general copy.
@@ -25,10 +35,8 @@ use std::sync::atomic::Ordering::Relaxed;
 pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
     if general {
         Some(next.get())
-    } else if on_main_thread() {
-        next.resolved()
     } else {
-        None
+        next.resolved()
     }
 }
 
@@ -113,10 +121,7 @@ pub fn ahead(call: &Call, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let table = if call.general {
         table_of(call.thread())
     } else {
-        match call.thread().table.get() {
-            Some(table) => table,
-            None => return,
-        }
+        main_table()
     };
     crate::traffic::ahead(table, id, traffic, comm);
 }
@@ -175,15 +180,7 @@ fn leave_as(
     let table = if call.general {
         table_of(call.thread())
     } else {
-        // The thread of `MAIN_STATE` got its table when it was claimed: no call here either,
-        // as one would keep this end's values in callee-saved registers.
-        match call.thread().table.get() {
-            Some(table) => table,
-            None => {
-                call.thread().depth.set(0);
-                return;
-            }
-        }
+        main_table()
     };
     let c = &table.routines[id].counters;
     let dt = t1.wrapping_sub(call.t0);
@@ -251,4 +248,94 @@ fn leave_as(
         crate::counters::after_call(id);
     }
     call.thread().depth.set(0);
+}
+/// A call on a routine's steady path ([`steady`]): what its end needs, nothing of its arguments.
+pub struct Steady {
+    t0: u64,
+}
+
+/// Whether a counting copy's call is one of its routine's steady state, and if so the real
+/// routine: on the thread that called `MPI_Init`, outermost, with its routine's last key
+/// ([`crate::traffic::steady`]: what its bytes come to is known before the call) and, for a
+/// synchronising collective (`superstep`, a constant), on `MPI_COMM_WORLD` below
+/// `MPI_THREAD_MULTIPLE` ([`crate::superstep::steady`]). All of it is tested before the call,
+/// where the arguments are in their registers anyway: after it, [`leave_steady`] needs none of
+/// them, so a wrapper keeps only the start time and two pointers across the call (a memo's
+/// test after the call kept count, datatype and communicator in callee-saved registers: six
+/// pushes, six pops and their moves). Every other call takes the counting copy as before.
+#[inline(always)]
+pub fn steady(
+    next: &crate::next::Next,
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+) -> Option<*mut std::ffi::c_void> {
+    let next = next.resolved()?;
+    let thread = main_state();
+    if thread.depth.get() != 0 {
+        return None;
+    }
+    if !crate::traffic::steady(&main_table().routines[id], traffic, comm) {
+        return None;
+    }
+    if superstep && !crate::superstep::steady(comm) {
+        return None;
+    }
+    Some(next)
+}
+
+/// Start a call that [`steady`] let through: the thread is inside MPI from here.
+#[inline(always)]
+pub fn enter_steady(via_pmpi: bool) -> Steady {
+    main_state().depth.set(1);
+    if via_pmpi && !ENTERED_VIA_PMPI.load(Relaxed) {
+        ENTERED_VIA_PMPI.store(true, Relaxed);
+    }
+    Steady {
+        t0: crate::clock::tsc_ticks(),
+    }
+}
+
+/// The main thread's state, on the main thread (after [`on_main_thread`] held): read again
+/// where it is needed rather than kept in a register across the real call.
+#[inline(always)]
+fn main_state() -> &'static ThreadState {
+    // SAFETY: as in `Call::thread` (the claimed thread's own state, read on that thread).
+    unsafe { &*MAIN_STATE.load(Relaxed) }
+}
+
+/// Finish a call that [`enter_steady`] started, of routine `id` that returned `rc`, and return
+/// `rc`: what [`leave`] does for it, with what was tested before the call known (`memo`: its
+/// routine's memo holds its traffic, a constant; `superstep` as in [`steady`]).
+#[inline(always)]
+pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superstep: bool) -> c_int {
+    let t1 = crate::clock::tsc_ticks();
+    let table = main_table();
+    let c = &table.routines[id].counters;
+    let dt = t1.wrapping_sub(call.t0);
+    bump(&c.calls, 1);
+    bump(&c.ticks, dt);
+    bump(&table.mpi_ticks, dt);
+    if rc == 0 {
+        if memo {
+            crate::traffic::add_steady(&table.routines[id]);
+        }
+        let mpi_now = table.mpi_ticks.load(Relaxed);
+        if superstep && !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
+            return end_steady_unbatched(call.t0, t1, mpi_now, id);
+        }
+    }
+    main_state().depth.set(0);
+    rc
+}
+
+/// The rest of [`leave_steady`] of a successful call that ends a superstep outside the batch,
+/// out of line and last (a tail call: the wrapper keeps no return code across it).
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+fn end_steady_unbatched(t0: u64, t1: u64, mpi_now: u64, id: RoutineId) -> c_int {
+    crate::superstep::end_steady_unbatched(t0, t1, mpi_now, id);
+    main_state().depth.set(0);
+    0
 }

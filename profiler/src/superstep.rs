@@ -285,16 +285,27 @@ impl State {
     /// room (nothing here can panic: the hot path runs it without a panic guard).
     #[inline(always)]
     fn end(&mut self, t0: u64, t1: u64, mpi_now: u64, routine: u32) {
-        let batch = &mut self.batch;
-        if batch.left != 0 {
-            batch.left -= 1;
-            batch.collectives = batch.collectives.wrapping_add(t1.wrapping_sub(t0));
-            batch.end = t1;
-            batch.mpi_at_end = mpi_now;
-            batch.routine = routine;
-            return;
+        if !self.end_batched(t0, t1, mpi_now, routine) {
+            self.end_unbatched(t0, t1, mpi_now, routine);
         }
-        self.end_unbatched(t0, t1, mpi_now, routine);
+    }
+
+    /// [`State::end`] into the batch if it has room (else `false`, and nothing changed): one
+    /// subtraction and its borrow test for the room (its common path).
+    #[inline(always)]
+    fn end_batched(&mut self, t0: u64, t1: u64, mpi_now: u64, routine: u32) -> bool {
+        let batch = &mut self.batch;
+        let (left, full) = batch.left.overflowing_sub(1);
+        batch.left = left;
+        if full {
+            batch.left = 0;
+            return false;
+        }
+        batch.collectives = batch.collectives.wrapping_add(t1.wrapping_sub(t0));
+        batch.end = t1;
+        batch.mpi_at_end = mpi_now;
+        batch.routine = routine;
+        true
     }
 
     /// [`State::end`] when the batch is full or off: fold it, add this superstep alone, and open
@@ -448,6 +459,30 @@ pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm
     // SAFETY: as in `boundary_elsewhere` (`WORLD_UNLOCKED` is set only below
     // `MPI_THREAD_MULTIPLE`).
     unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id as u32);
+}
+
+/// Whether a successful synchronising collective on `comm` would end a superstep by
+/// [`boundary`]'s common path (`MPI_COMM_WORLD`, below `MPI_THREAD_MULTIPLE`, supersteps kept),
+/// tested before the call ([`crate::rt::steady`]): `WORLD_UNLOCKED` changes only inside
+/// `MPI_Init` and `MPI_Finalize`, which no other call overlaps below `MPI_THREAD_MULTIPLE`.
+#[inline(always)]
+pub fn steady(comm: MPI_Comm) -> bool {
+    comm.key() == WORLD_UNLOCKED.load(Relaxed)
+}
+
+/// [`boundary`] of a call that [`steady`] let through, into the batch if it has room (else
+/// `false`, and [`end_steady_unbatched`] ends it).
+#[inline(always)]
+pub fn end_steady_batched(t0: u64, t1: u64, mpi_now: u64, id: usize) -> bool {
+    // SAFETY: as in `boundary` (`steady` held before the call, and still holds).
+    unsafe { STATE.unlocked() }.end_batched(t0, t1, mpi_now, id as u32)
+}
+
+/// [`boundary`] of a call that [`steady`] let through and [`end_steady_batched`] did not take.
+#[inline(always)]
+pub fn end_steady_unbatched(t0: u64, t1: u64, mpi_now: u64, id: usize) {
+    // SAFETY: as in `end_steady_batched`.
+    unsafe { STATE.unlocked() }.end_unbatched(t0, t1, mpi_now, id as u32);
 }
 
 /// [`boundary`] on a communicator other than `MPI_COMM_WORLD`, or at `MPI_THREAD_MULTIPLE`.

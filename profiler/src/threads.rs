@@ -92,6 +92,7 @@ impl Drop for MainThreadExit {
     fn drop(&mut self) {
         if on_main_thread() {
             MAIN_THREAD.store(0, Relaxed);
+            crate::gates::set_main_thread(0);
         }
     }
 }
@@ -103,7 +104,7 @@ thread_local! {
 /// The calling thread's thread pointer (the address `%fs:0` holds on x86-64, `tpidr_el0` on
 /// AArch64): unique among live threads, and never 0.
 #[inline(always)]
-fn thread_pointer() -> usize {
+pub(crate) fn thread_pointer() -> usize {
     let tp: usize;
     // SAFETY: reads the thread register (x86-64: the TCB's self pointer at %fs:0, which the
     // psABI's TLS model guarantees), no side effect.
@@ -122,14 +123,44 @@ fn thread_pointer() -> usize {
     tp
 }
 
+/// The table of the thread that called `MPI_Init` ([`claim_main_thread`]), at a fixed address:
+/// the counting copies, which run on that thread only, reach its counters without loading a
+/// pointer, testing it or keeping it in a register across the real call. All-zero bytes (`.bss`:
+/// its pages stay unresident until touched, as a zeroed allocation's).
+// SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics).
+static MAIN_TABLE: ThreadTable = unsafe { std::mem::zeroed() };
+/// [`MAIN_TABLE`] was given to a thread (once: it is one thread's table for good).
+static MAIN_TABLE_GIVEN: AtomicBool = AtomicBool::new(false);
+
+/// [`MAIN_TABLE`], for the counting copies (on the claimed thread, whose table it is).
+#[inline(always)]
+pub(crate) fn main_table() -> &'static ThreadTable {
+    &MAIN_TABLE
+}
+
 /// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
-/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table:
-/// the counting copies, which run on this thread only, never make one, and made here it is
-/// allocated with start-up's pages, not at the end of the `MPI_Init` in progress.
+/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table,
+/// [`MAIN_TABLE`]. A table it made before (its calls before `MPI_Init`: `MPI_Initialized`)
+/// stays in [`TABLES`] with what it counted (the readers add every table up); only the
+/// superstep's MPI ticks, which start at the end of `MPI_Init`, read the thread's own.
 pub fn claim_main_thread() {
     let state = THREAD.with(|t| t as *const ThreadState);
     // SAFETY: as in `Call::thread`.
-    table_of(unsafe { &*state });
+    let state_ref = unsafe { &*state };
+    if !MAIN_TABLE_GIVEN.swap(true, Relaxed) {
+        TABLES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(&MAIN_TABLE);
+        state_ref.table.set(Some(&MAIN_TABLE));
+    }
+    if !state_ref
+        .table
+        .get()
+        .is_some_and(|table| std::ptr::eq(table, &MAIN_TABLE))
+    {
+        return;
+    }
     let tp = thread_pointer();
     if tp == usize::MAX || tp == 0 {
         return;
@@ -138,6 +169,7 @@ pub fn claim_main_thread() {
     MAIN_THREAD_EXIT.with(|_| ());
     MAIN_STATE.store(state.cast_mut(), Relaxed);
     MAIN_THREAD.store(tp, Relaxed);
+    crate::gates::set_main_thread(tp);
 }
 
 /// The calling thread is the one [`claim_main_thread`] claimed (and it has not ended).

@@ -513,6 +513,31 @@ impl Memo {
     }
 }
 
+impl Memo {
+    /// [`Memo::holds`] on the thread that owns the memo, the only one that writes it: its own
+    /// stores are the only ones it can see, so plain reads (which the compiler folds into the
+    /// compares) read what atomic ones would. A routine whose wrapper passes [`NO_PEER`] (a
+    /// constant there) never had another peer in its memo: its peer is not compared.
+    #[inline(always)]
+    fn holds_own(
+        &self,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        peer: c_int,
+        comm: MPI_Comm,
+    ) -> bool {
+        // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
+        // other threads only read them (`settled`), so these reads race with no write.
+        unsafe {
+            *self.datatype.as_ptr() == datatype.key()
+                && *self.count.as_ptr() == count
+                && (peer == NO_PEER || *self.peer.as_ptr() == peer)
+                && *self.comm.as_ptr() == comm.key()
+                && *self.generation.as_ptr() == generation()
+        }
+    }
+}
+
 /// The current [`GENERATION`] (never 0).
 #[inline(always)]
 fn generation() -> u64 {
@@ -651,6 +676,29 @@ fn measure_elements(
         peer,
     };
     record_measured(table, id, traffic, comm);
+}
+
+/// Whether a call of `routine` with `traffic` on `comm` adds what its memo holds, decided
+/// before the call ([`crate::rt::steady`]): nothing moved, or its routine's last key (its
+/// memo's generation still the current one: a handle freed meanwhile by another thread leaves
+/// what the memo measured for the handle this call was given).
+#[inline(always)]
+pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm) -> bool {
+    match traffic {
+        Traffic::None => true,
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => routine.memo.holds_own(count, datatype, peer, comm),
+        _ => false,
+    }
+}
+
+/// A successful call that [`steady`] found its routine's memo holds: what [`record`] adds then.
+#[inline(always)]
+pub fn add_steady(routine: &Routine) {
+    add_memo(routine);
 }
 
 /// Add what a routine's memo holds: one more call of it ([`Memo::hits`]; the counters get its

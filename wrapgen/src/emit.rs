@@ -319,6 +319,33 @@ fn counts_ahead(semantics: &Semantics, plan: &TrafficPlan) -> bool {
         && matches!(plan, TrafficPlan::Elements { .. })
 }
 
+/// Whether a hot routine's counting copy has a steady path (`rt::steady`), and whether on it a
+/// successful call adds its routine's memo (`Some(true)`: a block of elements, a collective's
+/// in-place form included) or nothing (`Some(false)`: a synchronising collective that moves
+/// nothing we count, `MPI_Barrier`). Only where the call's end would otherwise need its
+/// arguments (a memo's key, a superstep's communicator) and nothing else: no request, status,
+/// hook or per-rank counts.
+fn steady_memo(row: &Row, plan: &TrafficPlan) -> Option<bool> {
+    let s = &row.semantics;
+    if !s.hot
+        || s.hook.is_some()
+        || s.completes.is_some()
+        || s.comm.is_none()
+        || after_expr(s, plan).is_some()
+        || rust_type(&row.prototype.ret) != "c_int"
+    {
+        return None;
+    }
+    match plan {
+        TrafficPlan::None => s.superstep.then_some(false),
+        TrafficPlan::Elements { in_place, .. } => match in_place {
+            Some(ip) if is_array(&row.prototype, &ip.count) => None,
+            _ => Some(true),
+        },
+        _ => None,
+    }
+}
+
 /// The `rt::After` a wrapper passes to `rt::leave`: what its call leaves for later or
 /// settles ([`Semantics::traffic`] checked that a row has at most one).
 fn after_expr(semantics: &Semantics, plan: &TrafficPlan) -> Option<String> {
@@ -687,18 +714,58 @@ fn wrapper(
         writeln!(out, "    {wrap}({})", args_after("via_pmpi, false, true")).unwrap();
         writeln!(out, "}}").unwrap();
     }
+    let steady = steady_memo(row, &plan);
+    let unsteady = format!("unsteady_{name}");
+    if steady.is_some() {
+        // One copy for both exported names: a call off its routine's steady state is rarer.
+        writeln!(out, "#[inline(never)]").unwrap();
+        hot(out);
+        writeln!(
+            out,
+            "unsafe extern \"C\" fn {unsteady}({}) -> {ret} {{",
+            comma_list(&[&decls, "via_pmpi: bool"])
+        )
+        .unwrap();
+        writeln!(out, "    {wrap}({})", args_after("via_pmpi, false")).unwrap();
+        writeln!(out, "}}").unwrap();
+    }
     for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
         let counted = format!("counted_{export}");
         writeln!(out, "#[inline(never)]").unwrap();
         hot(out);
         writeln!(out, "unsafe extern \"C\" fn {counted}({decls}) -> {ret} {{").unwrap();
-        let switches = if completing {
-            format!("{via_pmpi}, false, false")
+        if let Some(memo) = steady {
+            let comm = ident(row.semantics.comm.as_deref().expect("steady needs comm"));
+            let superstep = row.semantics.superstep;
+            writeln!(out, "    let traffic = {};", traffic_expr(proto, &plan)).unwrap();
+            writeln!(
+                out,
+                "    let Some(next) = rt::steady(&{next_static}, id::{name}, traffic, {comm}, {superstep}) else {{ return {unsteady}({}) }};",
+                then(via_pmpi)
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute(next);"
+            )
+            .unwrap();
+            writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+            writeln!(out, "    let rc = next({names});").unwrap();
+            writeln!(
+                out,
+                "    rt::leave_steady(call, id::{name}, rc, {memo}, {superstep})"
+            )
+            .unwrap();
+            writeln!(out, "}}").unwrap();
         } else {
-            format!("{via_pmpi}, false")
-        };
-        writeln!(out, "    {wrap}({})", args_after(&switches)).unwrap();
-        writeln!(out, "}}").unwrap();
+            let switches = if completing {
+                format!("{via_pmpi}, false, false")
+            } else {
+                format!("{via_pmpi}, false")
+            };
+            writeln!(out, "    {wrap}({})", args_after(&switches)).unwrap();
+            writeln!(out, "}}").unwrap();
+        }
         writeln!(out, "#[no_mangle]").unwrap();
         hot(out);
         writeln!(
@@ -708,7 +775,7 @@ fn wrapper(
         .unwrap();
         writeln!(
             out,
-            "    if !gates::plain() {{ return {general}({}) }}",
+            "    if !rt::plain_here() {{ return {general}({}) }}",
             then(via_pmpi)
         )
         .unwrap();
@@ -763,7 +830,7 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
         imports.ffi.iter().cloned().collect::<Vec<_>>().join(", ")
     )
     .unwrap();
-    out.push_str("use crate::gates;\nuse crate::next::Next;\n");
+    out.push_str("use crate::next::Next;\n");
     if uses_requests {
         out.push_str("use crate::requests;\n");
     }

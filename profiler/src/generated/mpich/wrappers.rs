@@ -11,7 +11,6 @@
 
 use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Session, MPI_Session_errhandler_function, MPI_Status, MPI_T_cb_safety, MPI_T_cvar_handle, MPI_T_enum, MPI_T_event_cb_function, MPI_T_event_dropped_cb_function, MPI_T_event_free_cb_function, MPI_T_event_instance, MPI_T_event_registration, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_T_source_order, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_User_function_c, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
-use crate::gates;
 use crate::next::Next;
 use crate::requests;
 use crate::rt;
@@ -44,7 +43,7 @@ unsafe extern "C" fn counted_MPI_Bsend(buf: *const c_void, count: c_int, datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -53,7 +52,7 @@ unsafe extern "C" fn counted_PMPI_Bsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 
@@ -81,7 +80,7 @@ unsafe extern "C" fn counted_MPI_Bsend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -90,7 +89,7 @@ unsafe extern "C" fn counted_PMPI_Bsend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -118,7 +117,7 @@ unsafe extern "C" fn counted_MPI_Buffer_attach(buffer: *mut c_void, size: c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach(buffer, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach(buffer, size, false) }
     counted_MPI_Buffer_attach(buffer, size)
 }
 #[inline(never)]
@@ -127,7 +126,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_attach(buffer: *mut c_void, size: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach(buffer, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach(buffer, size, true) }
     counted_PMPI_Buffer_attach(buffer, size)
 }
 
@@ -155,7 +154,7 @@ unsafe extern "C" fn counted_MPI_Buffer_detach(buffer: *mut c_void, size: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach(buffer, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach(buffer, size, false) }
     counted_MPI_Buffer_detach(buffer, size)
 }
 #[inline(never)]
@@ -164,7 +163,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_detach(buffer: *mut c_void, size: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach(buffer, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach(buffer, size, true) }
     counted_PMPI_Buffer_detach(buffer, size)
 }
 
@@ -192,7 +191,7 @@ unsafe extern "C" fn counted_MPI_Cancel(request: *mut MPI_Request) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Cancel(request, false) }
+    if !rt::plain_here() { return general_MPI_Cancel(request, false) }
     counted_MPI_Cancel(request)
 }
 #[inline(never)]
@@ -201,7 +200,7 @@ unsafe extern "C" fn counted_PMPI_Cancel(request: *mut MPI_Request) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Cancel(request, true) }
+    if !rt::plain_here() { return general_MPI_Cancel(request, true) }
     counted_PMPI_Cancel(request)
 }
 
@@ -232,7 +231,7 @@ unsafe extern "C" fn counted_MPI_Get_count(status: *const MPI_Status, datatype: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_count(status, datatype, count, false) }
     counted_MPI_Get_count(status, datatype, count)
 }
 #[inline(never)]
@@ -243,7 +242,7 @@ unsafe extern "C" fn counted_PMPI_Get_count(status: *const MPI_Status, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_count(status, datatype, count, true) }
     counted_PMPI_Get_count(status, datatype, count)
 }
 
@@ -271,7 +270,7 @@ unsafe extern "C" fn counted_MPI_Get_elements(status: *const MPI_Status, datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_elements(status, datatype, count, false) }
     counted_MPI_Get_elements(status, datatype, count)
 }
 #[inline(never)]
@@ -280,7 +279,7 @@ unsafe extern "C" fn counted_PMPI_Get_elements(status: *const MPI_Status, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_elements(status, datatype, count, true) }
     counted_PMPI_Get_elements(status, datatype, count)
 }
 
@@ -308,7 +307,7 @@ unsafe extern "C" fn counted_MPI_Get_elements_x(status: *const MPI_Status, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_x(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_elements_x(status, datatype, count, false) }
     counted_MPI_Get_elements_x(status, datatype, count)
 }
 #[inline(never)]
@@ -317,7 +316,7 @@ unsafe extern "C" fn counted_PMPI_Get_elements_x(status: *const MPI_Status, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_x(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_elements_x(status, datatype, count, true) }
     counted_PMPI_Get_elements_x(status, datatype, count)
 }
 
@@ -345,7 +344,7 @@ unsafe extern "C" fn counted_MPI_Grequest_complete(request: MPI_Request) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_complete(request, false) }
+    if !rt::plain_here() { return general_MPI_Grequest_complete(request, false) }
     counted_MPI_Grequest_complete(request)
 }
 #[inline(never)]
@@ -354,7 +353,7 @@ unsafe extern "C" fn counted_PMPI_Grequest_complete(request: MPI_Request) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_complete(request, true) }
+    if !rt::plain_here() { return general_MPI_Grequest_complete(request, true) }
     counted_PMPI_Grequest_complete(request)
 }
 
@@ -382,7 +381,7 @@ unsafe extern "C" fn counted_MPI_Grequest_start(query_fn: MPI_Grequest_query_fun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, false) }
+    if !rt::plain_here() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, false) }
     counted_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 #[inline(never)]
@@ -391,7 +390,7 @@ unsafe extern "C" fn counted_PMPI_Grequest_start(query_fn: MPI_Grequest_query_fu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, true) }
+    if !rt::plain_here() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, true) }
     counted_PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
@@ -420,7 +419,7 @@ unsafe extern "C" fn counted_MPI_Ibsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -429,7 +428,7 @@ unsafe extern "C" fn counted_PMPI_Ibsend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -457,7 +456,7 @@ unsafe extern "C" fn counted_MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Improbe(source, tag, comm, flag, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Improbe(source, tag, comm, flag, message, status, false) }
     counted_MPI_Improbe(source, tag, comm, flag, message, status)
 }
 #[inline(never)]
@@ -466,7 +465,7 @@ unsafe extern "C" fn counted_PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_C
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Improbe(source, tag, comm, flag, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Improbe(source, tag, comm, flag, message, status, true) }
     counted_PMPI_Improbe(source, tag, comm, flag, message, status)
 }
 
@@ -494,7 +493,7 @@ unsafe extern "C" fn counted_MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv(buf, count, r#type, message, request, false) }
+    if !rt::plain_here() { return general_MPI_Imrecv(buf, count, r#type, message, request, false) }
     counted_MPI_Imrecv(buf, count, r#type, message, request)
 }
 #[inline(never)]
@@ -503,7 +502,7 @@ unsafe extern "C" fn counted_PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv(buf, count, r#type, message, request, true) }
+    if !rt::plain_here() { return general_MPI_Imrecv(buf, count, r#type, message, request, true) }
     counted_PMPI_Imrecv(buf, count, r#type, message, request)
 }
 
@@ -534,7 +533,7 @@ unsafe extern "C" fn counted_MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Com
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Iprobe(source, tag, comm, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Iprobe(source, tag, comm, flag, status, false) }
     counted_MPI_Iprobe(source, tag, comm, flag, status)
 }
 #[inline(never)]
@@ -545,7 +544,7 @@ unsafe extern "C" fn counted_PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Co
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Iprobe(source, tag, comm, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Iprobe(source, tag, comm, flag, status, true) }
     counted_PMPI_Iprobe(source, tag, comm, flag, status)
 }
 
@@ -576,7 +575,7 @@ unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -587,7 +586,7 @@ unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -616,7 +615,7 @@ unsafe extern "C" fn counted_MPI_Irsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -625,7 +624,7 @@ unsafe extern "C" fn counted_PMPI_Irsend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -657,7 +656,7 @@ unsafe extern "C" fn counted_MPI_Isend(buf: *const c_void, count: c_int, datatyp
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -668,7 +667,7 @@ unsafe extern "C" fn counted_PMPI_Isend(buf: *const c_void, count: c_int, dataty
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -697,7 +696,7 @@ unsafe extern "C" fn counted_MPI_Issend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -706,7 +705,7 @@ unsafe extern "C" fn counted_PMPI_Issend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -734,7 +733,7 @@ unsafe extern "C" fn counted_MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mprobe(source, tag, comm, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Mprobe(source, tag, comm, message, status, false) }
     counted_MPI_Mprobe(source, tag, comm, message, status)
 }
 #[inline(never)]
@@ -743,7 +742,7 @@ unsafe extern "C" fn counted_PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mprobe(source, tag, comm, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Mprobe(source, tag, comm, message, status, true) }
     counted_PMPI_Mprobe(source, tag, comm, message, status)
 }
 
@@ -773,7 +772,7 @@ unsafe extern "C" fn counted_MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv(buf, count, r#type, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Mrecv(buf, count, r#type, message, status, false) }
     counted_MPI_Mrecv(buf, count, r#type, message, status)
 }
 #[inline(never)]
@@ -782,7 +781,7 @@ unsafe extern "C" fn counted_PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv(buf, count, r#type, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Mrecv(buf, count, r#type, message, status, true) }
     counted_PMPI_Mrecv(buf, count, r#type, message, status)
 }
 
@@ -813,7 +812,7 @@ unsafe extern "C" fn counted_MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Probe(source, tag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Probe(source, tag, comm, status, false) }
     counted_MPI_Probe(source, tag, comm, status)
 }
 #[inline(never)]
@@ -824,7 +823,7 @@ unsafe extern "C" fn counted_PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Com
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Probe(source, tag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Probe(source, tag, comm, status, true) }
     counted_PMPI_Probe(source, tag, comm, status)
 }
 
@@ -852,7 +851,7 @@ unsafe extern "C" fn counted_MPI_Recv_init(buf: *mut c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -861,7 +860,7 @@ unsafe extern "C" fn counted_PMPI_Recv_init(buf: *mut c_void, count: c_int, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -894,7 +893,7 @@ unsafe extern "C" fn counted_MPI_Recv(buf: *mut c_void, count: c_int, datatype: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, false) }
     counted_MPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 #[inline(never)]
@@ -905,7 +904,7 @@ unsafe extern "C" fn counted_PMPI_Recv(buf: *mut c_void, count: c_int, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
     counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 
@@ -934,7 +933,7 @@ unsafe extern "C" fn counted_MPI_Request_free(request: *mut MPI_Request) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Request_free(request, false) }
+    if !rt::plain_here() { return general_MPI_Request_free(request, false) }
     counted_MPI_Request_free(request)
 }
 #[inline(never)]
@@ -943,7 +942,7 @@ unsafe extern "C" fn counted_PMPI_Request_free(request: *mut MPI_Request) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Request_free(request, true) }
+    if !rt::plain_here() { return general_MPI_Request_free(request, true) }
     counted_PMPI_Request_free(request)
 }
 
@@ -971,7 +970,7 @@ unsafe extern "C" fn counted_MPI_Request_get_status(request: MPI_Request, flag: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Request_get_status(request, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Request_get_status(request, flag, status, false) }
     counted_MPI_Request_get_status(request, flag, status)
 }
 #[inline(never)]
@@ -980,7 +979,7 @@ unsafe extern "C" fn counted_PMPI_Request_get_status(request: MPI_Request, flag:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Request_get_status(request, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Request_get_status(request, flag, status, true) }
     counted_PMPI_Request_get_status(request, flag, status)
 }
 
@@ -1008,7 +1007,7 @@ unsafe extern "C" fn counted_MPI_Rsend(ibuf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -1017,7 +1016,7 @@ unsafe extern "C" fn counted_PMPI_Rsend(ibuf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 
@@ -1045,7 +1044,7 @@ unsafe extern "C" fn counted_MPI_Rsend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1054,7 +1053,7 @@ unsafe extern "C" fn counted_PMPI_Rsend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1082,7 +1081,7 @@ unsafe extern "C" fn counted_MPI_Send_init(buf: *const c_void, count: c_int, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1091,7 +1090,7 @@ unsafe extern "C" fn counted_PMPI_Send_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1116,24 +1115,39 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Send(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
 }
 
@@ -1166,7 +1180,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -1177,7 +1191,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
@@ -1207,7 +1221,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv_replace(buf: *mut c_void, count: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -1216,7 +1230,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv_replace(buf: *mut c_void, count: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
@@ -1244,7 +1258,7 @@ unsafe extern "C" fn counted_MPI_Ssend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1253,7 +1267,7 @@ unsafe extern "C" fn counted_PMPI_Ssend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1278,24 +1292,39 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 
@@ -1326,7 +1355,7 @@ unsafe extern "C" fn counted_MPI_Start(request: *mut MPI_Request) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Start(request, false) }
+    if !rt::plain_here() { return general_MPI_Start(request, false) }
     counted_MPI_Start(request)
 }
 #[inline(never)]
@@ -1337,7 +1366,7 @@ unsafe extern "C" fn counted_PMPI_Start(request: *mut MPI_Request) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Start(request, true) }
+    if !rt::plain_here() { return general_MPI_Start(request, true) }
     counted_PMPI_Start(request)
 }
 
@@ -1368,7 +1397,7 @@ unsafe extern "C" fn counted_MPI_Startall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Startall(count, array_of_requests, false) }
+    if !rt::plain_here() { return general_MPI_Startall(count, array_of_requests, false) }
     counted_MPI_Startall(count, array_of_requests)
 }
 #[inline(never)]
@@ -1379,7 +1408,7 @@ unsafe extern "C" fn counted_PMPI_Startall(count: c_int, array_of_requests: *mut
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Startall(count, array_of_requests, true) }
+    if !rt::plain_here() { return general_MPI_Startall(count, array_of_requests, true) }
     counted_PMPI_Startall(count, array_of_requests)
 }
 
@@ -1407,7 +1436,7 @@ unsafe extern "C" fn counted_MPI_Status_set_cancelled(status: *mut MPI_Status, f
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_cancelled(status, flag, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_cancelled(status, flag, false) }
     counted_MPI_Status_set_cancelled(status, flag)
 }
 #[inline(never)]
@@ -1416,7 +1445,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_cancelled(status: *mut MPI_Status, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_cancelled(status, flag, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_cancelled(status, flag, true) }
     counted_PMPI_Status_set_cancelled(status, flag)
 }
 
@@ -1444,7 +1473,7 @@ unsafe extern "C" fn counted_MPI_Status_set_elements(status: *mut MPI_Status, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements(status, datatype, count, false) }
     counted_MPI_Status_set_elements(status, datatype, count)
 }
 #[inline(never)]
@@ -1453,7 +1482,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_elements(status: *mut MPI_Status, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements(status, datatype, count, true) }
     counted_PMPI_Status_set_elements(status, datatype, count)
 }
 
@@ -1481,7 +1510,7 @@ unsafe extern "C" fn counted_MPI_Status_set_elements_x(status: *mut MPI_Status, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements_x(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements_x(status, datatype, count, false) }
     counted_MPI_Status_set_elements_x(status, datatype, count)
 }
 #[inline(never)]
@@ -1490,7 +1519,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_elements_x(status: *mut MPI_Status,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements_x(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements_x(status, datatype, count, true) }
     counted_PMPI_Status_set_elements_x(status, datatype, count)
 }
 
@@ -1528,7 +1557,7 @@ unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, false) }
     counted_MPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
@@ -1539,7 +1568,7 @@ unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
     counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 
@@ -1577,7 +1606,7 @@ unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testany(count, array_of_requests, index, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Testany(count, array_of_requests, index, flag, status, false) }
     counted_MPI_Testany(count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
@@ -1588,7 +1617,7 @@ unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testany(count, array_of_requests, index, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Testany(count, array_of_requests, index, flag, status, true) }
     counted_PMPI_Testany(count, array_of_requests, index, flag, status)
 }
 
@@ -1626,7 +1655,7 @@ unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Test(request, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Test(request, flag, status, false) }
     counted_MPI_Test(request, flag, status)
 }
 #[inline(never)]
@@ -1637,7 +1666,7 @@ unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Test(request, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Test(request, flag, status, true) }
     counted_PMPI_Test(request, flag, status)
 }
 
@@ -1665,7 +1694,7 @@ unsafe extern "C" fn counted_MPI_Test_cancelled(status: *const MPI_Status, flag:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Test_cancelled(status, flag, false) }
+    if !rt::plain_here() { return general_MPI_Test_cancelled(status, flag, false) }
     counted_MPI_Test_cancelled(status, flag)
 }
 #[inline(never)]
@@ -1674,7 +1703,7 @@ unsafe extern "C" fn counted_PMPI_Test_cancelled(status: *const MPI_Status, flag
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Test_cancelled(status, flag, true) }
+    if !rt::plain_here() { return general_MPI_Test_cancelled(status, flag, true) }
     counted_PMPI_Test_cancelled(status, flag)
 }
 
@@ -1708,7 +1737,7 @@ unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
     counted_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
@@ -1717,7 +1746,7 @@ unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
     counted_PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
@@ -1755,7 +1784,7 @@ unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, false) }
     counted_MPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
@@ -1766,7 +1795,7 @@ unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
     counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 
@@ -1804,7 +1833,7 @@ unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitany(count, array_of_requests, index, status, false) }
+    if !rt::plain_here() { return general_MPI_Waitany(count, array_of_requests, index, status, false) }
     counted_MPI_Waitany(count, array_of_requests, index, status)
 }
 #[inline(never)]
@@ -1815,7 +1844,7 @@ unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitany(count, array_of_requests, index, status, true) }
+    if !rt::plain_here() { return general_MPI_Waitany(count, array_of_requests, index, status, true) }
     counted_PMPI_Waitany(count, array_of_requests, index, status)
 }
 
@@ -1853,7 +1882,7 @@ unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MP
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Wait(request, status, false) }
+    if !rt::plain_here() { return general_MPI_Wait(request, status, false) }
     counted_MPI_Wait(request, status)
 }
 #[inline(never)]
@@ -1864,7 +1893,7 @@ unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Wait(request, status, true) }
+    if !rt::plain_here() { return general_MPI_Wait(request, status, true) }
     counted_PMPI_Wait(request, status)
 }
 
@@ -1898,7 +1927,7 @@ unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
     counted_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
@@ -1907,7 +1936,7 @@ unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
     counted_PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
@@ -1935,7 +1964,7 @@ unsafe extern "C" fn counted_MPI_Bsend_c(buf: *const c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Bsend_c(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -1944,7 +1973,7 @@ unsafe extern "C" fn counted_PMPI_Bsend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Bsend_c(buf, count, datatype, dest, tag, comm)
 }
 
@@ -1972,7 +2001,7 @@ unsafe extern "C" fn counted_MPI_Bsend_init_c(buf: *const c_void, count: MPI_Cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1981,7 +2010,7 @@ unsafe extern "C" fn counted_PMPI_Bsend_init_c(buf: *const c_void, count: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2009,7 +2038,7 @@ unsafe extern "C" fn counted_MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach_c(buffer, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach_c(buffer, size, false) }
     counted_MPI_Buffer_attach_c(buffer, size)
 }
 #[inline(never)]
@@ -2018,7 +2047,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_attach_c(buffer: *mut c_void, size: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach_c(buffer, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach_c(buffer, size, true) }
     counted_PMPI_Buffer_attach_c(buffer, size)
 }
 
@@ -2046,7 +2075,7 @@ unsafe extern "C" fn counted_MPI_Buffer_detach_c(buffer_addr: *mut c_void, size:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach_c(buffer_addr, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach_c(buffer_addr, size, false) }
     counted_MPI_Buffer_detach_c(buffer_addr, size)
 }
 #[inline(never)]
@@ -2055,7 +2084,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach_c(buffer_addr, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach_c(buffer_addr, size, true) }
     counted_PMPI_Buffer_detach_c(buffer_addr, size)
 }
 
@@ -2083,7 +2112,7 @@ unsafe extern "C" fn counted_MPI_Get_count_c(status: *const MPI_Status, datatype
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count_c(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_count_c(status, datatype, count, false) }
     counted_MPI_Get_count_c(status, datatype, count)
 }
 #[inline(never)]
@@ -2092,7 +2121,7 @@ unsafe extern "C" fn counted_PMPI_Get_count_c(status: *const MPI_Status, datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_count_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count_c(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_count_c(status, datatype, count, true) }
     counted_PMPI_Get_count_c(status, datatype, count)
 }
 
@@ -2120,7 +2149,7 @@ unsafe extern "C" fn counted_MPI_Get_elements_c(status: *const MPI_Status, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_c(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_elements_c(status, datatype, count, false) }
     counted_MPI_Get_elements_c(status, datatype, count)
 }
 #[inline(never)]
@@ -2129,7 +2158,7 @@ unsafe extern "C" fn counted_PMPI_Get_elements_c(status: *const MPI_Status, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_c(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_c(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_elements_c(status, datatype, count, true) }
     counted_PMPI_Get_elements_c(status, datatype, count)
 }
 
@@ -2158,7 +2187,7 @@ unsafe extern "C" fn counted_MPI_Ibsend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2167,7 +2196,7 @@ unsafe extern "C" fn counted_PMPI_Ibsend_c(buf: *const c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2195,7 +2224,7 @@ unsafe extern "C" fn counted_MPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv_c(buf, count, datatype, message, request, false) }
+    if !rt::plain_here() { return general_MPI_Imrecv_c(buf, count, datatype, message, request, false) }
     counted_MPI_Imrecv_c(buf, count, datatype, message, request)
 }
 #[inline(never)]
@@ -2204,7 +2233,7 @@ unsafe extern "C" fn counted_PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv_c(buf, count, datatype, message, request, true) }
+    if !rt::plain_here() { return general_MPI_Imrecv_c(buf, count, datatype, message, request, true) }
     counted_PMPI_Imrecv_c(buf, count, datatype, message, request)
 }
 
@@ -2232,7 +2261,7 @@ unsafe extern "C" fn counted_MPI_Irecv_c(buf: *mut c_void, count: MPI_Count, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Irecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -2241,7 +2270,7 @@ unsafe extern "C" fn counted_PMPI_Irecv_c(buf: *mut c_void, count: MPI_Count, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Irecv_c(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -2270,7 +2299,7 @@ unsafe extern "C" fn counted_MPI_Irsend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Irsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2279,7 +2308,7 @@ unsafe extern "C" fn counted_PMPI_Irsend_c(buf: *const c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Irsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2308,7 +2337,7 @@ unsafe extern "C" fn counted_MPI_Isend_c(buf: *const c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2317,7 +2346,7 @@ unsafe extern "C" fn counted_PMPI_Isend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Isend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2346,7 +2375,7 @@ unsafe extern "C" fn counted_MPI_Isendrecv(sendbuf: *const c_void, sendcount: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, false) }
     counted_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 #[inline(never)]
@@ -2355,7 +2384,7 @@ unsafe extern "C" fn counted_PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, true) }
     counted_PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 
@@ -2384,7 +2413,7 @@ unsafe extern "C" fn counted_MPI_Isendrecv_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, false) }
     counted_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 #[inline(never)]
@@ -2393,7 +2422,7 @@ unsafe extern "C" fn counted_PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, true) }
     counted_PMPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 
@@ -2422,7 +2451,7 @@ unsafe extern "C" fn counted_MPI_Isendrecv_replace(buf: *mut c_void, count: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, false) }
     counted_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 #[inline(never)]
@@ -2431,7 +2460,7 @@ unsafe extern "C" fn counted_PMPI_Isendrecv_replace(buf: *mut c_void, count: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, true) }
     counted_PMPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 
@@ -2460,7 +2489,7 @@ unsafe extern "C" fn counted_MPI_Isendrecv_replace_c(buf: *mut c_void, count: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, false) }
     counted_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 #[inline(never)]
@@ -2469,7 +2498,7 @@ unsafe extern "C" fn counted_PMPI_Isendrecv_replace_c(buf: *mut c_void, count: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, true) }
     counted_PMPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 
@@ -2498,7 +2527,7 @@ unsafe extern "C" fn counted_MPI_Issend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Issend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2507,7 +2536,7 @@ unsafe extern "C" fn counted_PMPI_Issend_c(buf: *const c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Issend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Issend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2537,7 +2566,7 @@ unsafe extern "C" fn counted_MPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv_c(buf, count, datatype, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Mrecv_c(buf, count, datatype, message, status, false) }
     counted_MPI_Mrecv_c(buf, count, datatype, message, status)
 }
 #[inline(never)]
@@ -2546,7 +2575,7 @@ unsafe extern "C" fn counted_PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv_c(buf, count, datatype, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Mrecv_c(buf, count, datatype, message, status, true) }
     counted_PMPI_Mrecv_c(buf, count, datatype, message, status)
 }
 
@@ -2574,7 +2603,7 @@ unsafe extern "C" fn counted_MPI_Parrived(request: MPI_Request, partition: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Parrived(request: MPI_Request, partition: c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Parrived(request, partition, flag, false) }
+    if !rt::plain_here() { return general_MPI_Parrived(request, partition, flag, false) }
     counted_MPI_Parrived(request, partition, flag)
 }
 #[inline(never)]
@@ -2583,7 +2612,7 @@ unsafe extern "C" fn counted_PMPI_Parrived(request: MPI_Request, partition: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Parrived(request: MPI_Request, partition: c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Parrived(request, partition, flag, true) }
+    if !rt::plain_here() { return general_MPI_Parrived(request, partition, flag, true) }
     counted_PMPI_Parrived(request, partition, flag)
 }
 
@@ -2611,7 +2640,7 @@ unsafe extern "C" fn counted_MPI_Pready(partition: c_int, request: MPI_Request) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready(partition: c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready(partition, request, false) }
+    if !rt::plain_here() { return general_MPI_Pready(partition, request, false) }
     counted_MPI_Pready(partition, request)
 }
 #[inline(never)]
@@ -2620,7 +2649,7 @@ unsafe extern "C" fn counted_PMPI_Pready(partition: c_int, request: MPI_Request)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready(partition: c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready(partition, request, true) }
+    if !rt::plain_here() { return general_MPI_Pready(partition, request, true) }
     counted_PMPI_Pready(partition, request)
 }
 
@@ -2648,7 +2677,7 @@ unsafe extern "C" fn counted_MPI_Pready_list(length: c_int, array_of_partitions:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready_list(length: c_int, array_of_partitions: *mut c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready_list(length, array_of_partitions, request, false) }
+    if !rt::plain_here() { return general_MPI_Pready_list(length, array_of_partitions, request, false) }
     counted_MPI_Pready_list(length, array_of_partitions, request)
 }
 #[inline(never)]
@@ -2657,7 +2686,7 @@ unsafe extern "C" fn counted_PMPI_Pready_list(length: c_int, array_of_partitions
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready_list(length: c_int, array_of_partitions: *mut c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready_list(length, array_of_partitions, request, true) }
+    if !rt::plain_here() { return general_MPI_Pready_list(length, array_of_partitions, request, true) }
     counted_PMPI_Pready_list(length, array_of_partitions, request)
 }
 
@@ -2685,7 +2714,7 @@ unsafe extern "C" fn counted_MPI_Pready_range(partition_low: c_int, partition_hi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pready_range(partition_low: c_int, partition_high: c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready_range(partition_low, partition_high, request, false) }
+    if !rt::plain_here() { return general_MPI_Pready_range(partition_low, partition_high, request, false) }
     counted_MPI_Pready_range(partition_low, partition_high, request)
 }
 #[inline(never)]
@@ -2694,7 +2723,7 @@ unsafe extern "C" fn counted_PMPI_Pready_range(partition_low: c_int, partition_h
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pready_range(partition_low: c_int, partition_high: c_int, request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Pready_range(partition_low, partition_high, request, true) }
+    if !rt::plain_here() { return general_MPI_Pready_range(partition_low, partition_high, request, true) }
     counted_PMPI_Pready_range(partition_low, partition_high, request)
 }
 
@@ -2722,7 +2751,7 @@ unsafe extern "C" fn counted_MPI_Precv_init(buf: *mut c_void, partitions: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Precv_init(buf: *mut c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, false) }
     counted_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 #[inline(never)]
@@ -2731,7 +2760,7 @@ unsafe extern "C" fn counted_PMPI_Precv_init(buf: *mut c_void, partitions: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Precv_init(buf: *mut c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, true) }
     counted_PMPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 
@@ -2759,7 +2788,7 @@ unsafe extern "C" fn counted_MPI_Psend_init(buf: *const c_void, partitions: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Psend_init(buf: *const c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, false) }
     counted_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 #[inline(never)]
@@ -2768,7 +2797,7 @@ unsafe extern "C" fn counted_PMPI_Psend_init(buf: *const c_void, partitions: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, true) }
     counted_PMPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 
@@ -2798,7 +2827,7 @@ unsafe extern "C" fn counted_MPI_Recv_c(buf: *mut c_void, count: MPI_Count, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, false) }
     counted_MPI_Recv_c(buf, count, datatype, source, tag, comm, status)
 }
 #[inline(never)]
@@ -2807,7 +2836,7 @@ unsafe extern "C" fn counted_PMPI_Recv_c(buf: *mut c_void, count: MPI_Count, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, true) }
     counted_PMPI_Recv_c(buf, count, datatype, source, tag, comm, status)
 }
 
@@ -2835,7 +2864,7 @@ unsafe extern "C" fn counted_MPI_Recv_init_c(buf: *mut c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -2844,7 +2873,7 @@ unsafe extern "C" fn counted_PMPI_Recv_init_c(buf: *mut c_void, count: MPI_Count
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Recv_init_c(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -2872,7 +2901,7 @@ unsafe extern "C" fn counted_MPI_Rsend_c(buf: *const c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Rsend_c(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -2881,7 +2910,7 @@ unsafe extern "C" fn counted_PMPI_Rsend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Rsend_c(buf, count, datatype, dest, tag, comm)
 }
 
@@ -2909,7 +2938,7 @@ unsafe extern "C" fn counted_MPI_Rsend_init_c(buf: *const c_void, count: MPI_Cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2918,7 +2947,7 @@ unsafe extern "C" fn counted_PMPI_Rsend_init_c(buf: *const c_void, count: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -2946,7 +2975,7 @@ unsafe extern "C" fn counted_MPI_Send_c(buf: *const c_void, count: MPI_Count, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Send_c(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -2955,7 +2984,7 @@ unsafe extern "C" fn counted_PMPI_Send_c(buf: *const c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Send_c(buf, count, datatype, dest, tag, comm)
 }
 
@@ -2983,7 +3012,7 @@ unsafe extern "C" fn counted_MPI_Send_init_c(buf: *const c_void, count: MPI_Coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -2992,7 +3021,7 @@ unsafe extern "C" fn counted_PMPI_Send_init_c(buf: *const c_void, count: MPI_Cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Send_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -3022,7 +3051,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -3031,7 +3060,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
@@ -3061,7 +3090,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -3070,7 +3099,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
@@ -3098,7 +3127,7 @@ unsafe extern "C" fn counted_MPI_Ssend_c(buf: *const c_void, count: MPI_Count, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Ssend_c(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -3107,7 +3136,7 @@ unsafe extern "C" fn counted_PMPI_Ssend_c(buf: *const c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Ssend_c(buf, count, datatype, dest, tag, comm)
 }
 
@@ -3135,7 +3164,7 @@ unsafe extern "C" fn counted_MPI_Ssend_init_c(buf: *const c_void, count: MPI_Cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -3144,7 +3173,7 @@ unsafe extern "C" fn counted_PMPI_Ssend_init_c(buf: *const c_void, count: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init_c(buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -3169,24 +3198,39 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -3214,7 +3258,7 @@ unsafe extern "C" fn counted_MPI_Iallgather(sendbuf: *const c_void, sendcount: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -3223,7 +3267,7 @@ unsafe extern "C" fn counted_PMPI_Iallgather(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -3254,7 +3298,7 @@ unsafe extern "C" fn counted_MPI_Allgatherv(sendbuf: *const c_void, sendcount: c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -3265,7 +3309,7 @@ unsafe extern "C" fn counted_PMPI_Allgatherv(sendbuf: *const c_void, sendcount: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -3293,7 +3337,7 @@ unsafe extern "C" fn counted_MPI_Iallgatherv(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -3302,7 +3346,7 @@ unsafe extern "C" fn counted_PMPI_Iallgatherv(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -3327,24 +3371,39 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -3369,24 +3428,39 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -3411,24 +3485,39 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -3453,24 +3542,39 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -3501,7 +3605,7 @@ unsafe extern "C" fn counted_MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -3512,7 +3616,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -3540,7 +3644,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -3549,7 +3653,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -3577,7 +3681,7 @@ unsafe extern "C" fn counted_MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -3586,7 +3690,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -3614,7 +3718,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -3623,7 +3727,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -3648,24 +3752,39 @@ unsafe extern "C" fn general_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Barrier(via_pmpi, false, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(false, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier(comm, false) }
+    if !rt::plain_here() { return general_MPI_Barrier(comm, false) }
     counted_MPI_Barrier(comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(true, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier(comm, true) }
+    if !rt::plain_here() { return general_MPI_Barrier(comm, true) }
     counted_PMPI_Barrier(comm)
 }
 
@@ -3696,7 +3815,7 @@ unsafe extern "C" fn counted_MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Requ
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibarrier(comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibarrier(comm, request, false) }
     counted_MPI_Ibarrier(comm, request)
 }
 #[inline(never)]
@@ -3707,7 +3826,7 @@ unsafe extern "C" fn counted_PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Req
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibarrier(comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibarrier(comm, request, true) }
     counted_PMPI_Ibarrier(comm, request)
 }
 
@@ -3732,24 +3851,39 @@ unsafe extern "C" fn general_MPI_Bcast(buffer: *mut c_void, count: c_int, dataty
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Bcast(via_pmpi, false, buffer, count, datatype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(false, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast(buffer, count, datatype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     counted_MPI_Bcast(buffer, count, datatype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(true, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast(buffer, count, datatype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     counted_PMPI_Bcast(buffer, count, datatype, root, comm)
 }
 
@@ -3774,24 +3908,39 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) }
     counted_MPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
     counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 
@@ -3819,7 +3968,7 @@ unsafe extern "C" fn counted_MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -3828,7 +3977,7 @@ unsafe extern "C" fn counted_PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -3856,7 +4005,7 @@ unsafe extern "C" fn counted_MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -3865,7 +4014,7 @@ unsafe extern "C" fn counted_PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -3893,7 +4042,7 @@ unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -3902,7 +4051,7 @@ unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -3930,7 +4079,7 @@ unsafe extern "C" fn counted_MPI_Igather(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -3939,7 +4088,7 @@ unsafe extern "C" fn counted_PMPI_Igather(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -3967,7 +4116,7 @@ unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
@@ -3976,7 +4125,7 @@ unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
@@ -4004,7 +4153,7 @@ unsafe extern "C" fn counted_MPI_Igatherv(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
     counted_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -4013,7 +4162,7 @@ unsafe extern "C" fn counted_PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
     counted_PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
@@ -4041,7 +4190,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgather(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -4050,7 +4199,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgather(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -4078,7 +4227,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgather(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -4087,7 +4236,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgather(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -4115,7 +4264,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgatherv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -4124,7 +4273,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -4152,7 +4301,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgatherv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -4161,7 +4310,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -4189,7 +4338,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoall(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -4198,7 +4347,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoall(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -4226,7 +4375,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoall(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -4235,7 +4384,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -4263,7 +4412,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallv(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -4272,7 +4421,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -4300,7 +4449,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -4309,7 +4458,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -4337,7 +4486,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallw(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -4346,7 +4495,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -4374,7 +4523,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -4383,7 +4532,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -4408,24 +4557,39 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
     counted_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
     counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
@@ -4450,24 +4614,39 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
     counted_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
     counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
@@ -4495,7 +4674,7 @@ unsafe extern "C" fn counted_MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, false) }
     counted_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 #[inline(never)]
@@ -4504,7 +4683,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, true) }
     counted_PMPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 
@@ -4532,7 +4711,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[inline(never)]
@@ -4541,7 +4720,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
@@ -4569,7 +4748,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -4578,7 +4757,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
@@ -4606,7 +4785,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_block(sendbuf: *const c_void, re
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[inline(never)]
@@ -4615,7 +4794,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_block(sendbuf: *const c_void, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
@@ -4643,7 +4822,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter_block(sendbuf: *const c_void, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -4652,7 +4831,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter_block(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
@@ -4680,7 +4859,7 @@ unsafe extern "C" fn counted_MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -4689,7 +4868,7 @@ unsafe extern "C" fn counted_PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -4717,7 +4896,7 @@ unsafe extern "C" fn counted_MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -4726,7 +4905,7 @@ unsafe extern "C" fn counted_PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -4751,24 +4930,39 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -4796,7 +4990,7 @@ unsafe extern "C" fn counted_MPI_Iscatter(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -4805,7 +4999,7 @@ unsafe extern "C" fn counted_PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -4833,7 +5027,7 @@ unsafe extern "C" fn counted_MPI_Scatterv(sendbuf: *const c_void, sendcounts: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -4842,7 +5036,7 @@ unsafe extern "C" fn counted_PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -4870,7 +5064,7 @@ unsafe extern "C" fn counted_MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -4879,7 +5073,7 @@ unsafe extern "C" fn counted_PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -4907,7 +5101,7 @@ unsafe extern "C" fn counted_MPI_Allgather_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -4916,7 +5110,7 @@ unsafe extern "C" fn counted_PMPI_Allgather_c(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -4944,7 +5138,7 @@ unsafe extern "C" fn counted_MPI_Allgather_init(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -4953,7 +5147,7 @@ unsafe extern "C" fn counted_PMPI_Allgather_init(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -4981,7 +5175,7 @@ unsafe extern "C" fn counted_MPI_Allgather_init_c(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -4990,7 +5184,7 @@ unsafe extern "C" fn counted_PMPI_Allgather_init_c(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -5018,7 +5212,7 @@ unsafe extern "C" fn counted_MPI_Allgatherv_c(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -5027,7 +5221,7 @@ unsafe extern "C" fn counted_PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -5055,7 +5249,7 @@ unsafe extern "C" fn counted_MPI_Allgatherv_init(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
     counted_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5064,7 +5258,7 @@ unsafe extern "C" fn counted_PMPI_Allgatherv_init(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
     counted_PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
@@ -5092,7 +5286,7 @@ unsafe extern "C" fn counted_MPI_Allgatherv_init_c(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
     counted_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5101,7 +5295,7 @@ unsafe extern "C" fn counted_PMPI_Allgatherv_init_c(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
     counted_PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
@@ -5129,7 +5323,7 @@ unsafe extern "C" fn counted_MPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -5138,7 +5332,7 @@ unsafe extern "C" fn counted_PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -5166,7 +5360,7 @@ unsafe extern "C" fn counted_MPI_Allreduce_init(sendbuf: *const c_void, recvbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -5175,7 +5369,7 @@ unsafe extern "C" fn counted_PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -5203,7 +5397,7 @@ unsafe extern "C" fn counted_MPI_Allreduce_init_c(sendbuf: *const c_void, recvbu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -5212,7 +5406,7 @@ unsafe extern "C" fn counted_PMPI_Allreduce_init_c(sendbuf: *const c_void, recvb
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -5240,7 +5434,7 @@ unsafe extern "C" fn counted_MPI_Alltoall_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -5249,7 +5443,7 @@ unsafe extern "C" fn counted_PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -5277,7 +5471,7 @@ unsafe extern "C" fn counted_MPI_Alltoall_init(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5286,7 +5480,7 @@ unsafe extern "C" fn counted_PMPI_Alltoall_init(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -5314,7 +5508,7 @@ unsafe extern "C" fn counted_MPI_Alltoall_init_c(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5323,7 +5517,7 @@ unsafe extern "C" fn counted_PMPI_Alltoall_init_c(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -5351,7 +5545,7 @@ unsafe extern "C" fn counted_MPI_Alltoallv_c(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -5360,7 +5554,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -5388,7 +5582,7 @@ unsafe extern "C" fn counted_MPI_Alltoallv_init(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
     counted_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5397,7 +5591,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallv_init(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
     counted_PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
@@ -5425,7 +5619,7 @@ unsafe extern "C" fn counted_MPI_Alltoallv_init_c(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
     counted_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -5434,7 +5628,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
     counted_PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
@@ -5462,7 +5656,7 @@ unsafe extern "C" fn counted_MPI_Alltoallw_c(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -5471,7 +5665,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -5499,7 +5693,7 @@ unsafe extern "C" fn counted_MPI_Alltoallw_init(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
     counted_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 #[inline(never)]
@@ -5508,7 +5702,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallw_init(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
     counted_PMPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
@@ -5536,7 +5730,7 @@ unsafe extern "C" fn counted_MPI_Alltoallw_init_c(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
     counted_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 #[inline(never)]
@@ -5545,7 +5739,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
     counted_PMPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
@@ -5573,7 +5767,7 @@ unsafe extern "C" fn counted_MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, re
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier_init(comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Barrier_init(comm, info, request, false) }
     counted_MPI_Barrier_init(comm, info, request)
 }
 #[inline(never)]
@@ -5582,7 +5776,7 @@ unsafe extern "C" fn counted_PMPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier_init(comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Barrier_init(comm, info, request, true) }
     counted_PMPI_Barrier_init(comm, info, request)
 }
 
@@ -5610,7 +5804,7 @@ unsafe extern "C" fn counted_MPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, false) }
     counted_MPI_Bcast_c(buffer, count, datatype, root, comm)
 }
 #[inline(never)]
@@ -5619,7 +5813,7 @@ unsafe extern "C" fn counted_PMPI_Bcast_c(buffer: *mut c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, true) }
     counted_PMPI_Bcast_c(buffer, count, datatype, root, comm)
 }
 
@@ -5647,7 +5841,7 @@ unsafe extern "C" fn counted_MPI_Bcast_init(buffer: *mut c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, false) }
     counted_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request)
 }
 #[inline(never)]
@@ -5656,7 +5850,7 @@ unsafe extern "C" fn counted_PMPI_Bcast_init(buffer: *mut c_void, count: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_init(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, true) }
     counted_PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request)
 }
 
@@ -5684,7 +5878,7 @@ unsafe extern "C" fn counted_MPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, false) }
     counted_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request)
 }
 #[inline(never)]
@@ -5693,7 +5887,7 @@ unsafe extern "C" fn counted_PMPI_Bcast_init_c(buffer: *mut c_void, count: MPI_C
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, true) }
     counted_PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request)
 }
 
@@ -5721,7 +5915,7 @@ unsafe extern "C" fn counted_MPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -5730,7 +5924,7 @@ unsafe extern "C" fn counted_PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -5758,7 +5952,7 @@ unsafe extern "C" fn counted_MPI_Exscan_init(sendbuf: *const c_void, recvbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -5767,7 +5961,7 @@ unsafe extern "C" fn counted_PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -5795,7 +5989,7 @@ unsafe extern "C" fn counted_MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -5804,7 +5998,7 @@ unsafe extern "C" fn counted_PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -5832,7 +6026,7 @@ unsafe extern "C" fn counted_MPI_Gather_c(sendbuf: *const c_void, sendcount: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -5841,7 +6035,7 @@ unsafe extern "C" fn counted_PMPI_Gather_c(sendbuf: *const c_void, sendcount: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -5869,7 +6063,7 @@ unsafe extern "C" fn counted_MPI_Gather_init(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -5878,7 +6072,7 @@ unsafe extern "C" fn counted_PMPI_Gather_init(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -5906,7 +6100,7 @@ unsafe extern "C" fn counted_MPI_Gather_init_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -5915,7 +6109,7 @@ unsafe extern "C" fn counted_PMPI_Gather_init_c(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -5943,7 +6137,7 @@ unsafe extern "C" fn counted_MPI_Gatherv_c(sendbuf: *const c_void, sendcount: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
@@ -5952,7 +6146,7 @@ unsafe extern "C" fn counted_PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
@@ -5980,7 +6174,7 @@ unsafe extern "C" fn counted_MPI_Gatherv_init(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, false) }
     counted_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -5989,7 +6183,7 @@ unsafe extern "C" fn counted_PMPI_Gatherv_init(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, true) }
     counted_PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 
@@ -6017,7 +6211,7 @@ unsafe extern "C" fn counted_MPI_Gatherv_init_c(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, false) }
     counted_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -6026,7 +6220,7 @@ unsafe extern "C" fn counted_PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, true) }
     counted_PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 
@@ -6054,7 +6248,7 @@ unsafe extern "C" fn counted_MPI_Iallgather_c(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6063,7 +6257,7 @@ unsafe extern "C" fn counted_PMPI_Iallgather_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -6091,7 +6285,7 @@ unsafe extern "C" fn counted_MPI_Iallgatherv_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6100,7 +6294,7 @@ unsafe extern "C" fn counted_PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -6128,7 +6322,7 @@ unsafe extern "C" fn counted_MPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -6137,7 +6331,7 @@ unsafe extern "C" fn counted_PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -6165,7 +6359,7 @@ unsafe extern "C" fn counted_MPI_Ialltoall_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6174,7 +6368,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -6202,7 +6396,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6211,7 +6405,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -6239,7 +6433,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -6248,7 +6442,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -6276,7 +6470,7 @@ unsafe extern "C" fn counted_MPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, false) }
     counted_MPI_Ibcast_c(buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
@@ -6285,7 +6479,7 @@ unsafe extern "C" fn counted_PMPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, true) }
     counted_PMPI_Ibcast_c(buffer, count, datatype, root, comm, request)
 }
 
@@ -6313,7 +6507,7 @@ unsafe extern "C" fn counted_MPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -6322,7 +6516,7 @@ unsafe extern "C" fn counted_PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -6350,7 +6544,7 @@ unsafe extern "C" fn counted_MPI_Igather_c(sendbuf: *const c_void, sendcount: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -6359,7 +6553,7 @@ unsafe extern "C" fn counted_PMPI_Igather_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -6387,7 +6581,7 @@ unsafe extern "C" fn counted_MPI_Igatherv_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
     counted_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -6396,7 +6590,7 @@ unsafe extern "C" fn counted_PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
     counted_PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
@@ -6424,7 +6618,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgather_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6433,7 +6627,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -6461,7 +6655,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6470,7 +6664,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -6498,7 +6692,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoall_c(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6507,7 +6701,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -6535,7 +6729,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -6544,7 +6738,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -6572,7 +6766,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -6581,7 +6775,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -6609,7 +6803,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
     counted_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
@@ -6618,7 +6812,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
     counted_PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
@@ -6646,7 +6840,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter_block_c(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -6655,7 +6849,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
@@ -6683,7 +6877,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter_c(sendbuf: *const c_void, recvb
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -6692,7 +6886,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recv
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
@@ -6720,7 +6914,7 @@ unsafe extern "C" fn counted_MPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -6729,7 +6923,7 @@ unsafe extern "C" fn counted_PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -6757,7 +6951,7 @@ unsafe extern "C" fn counted_MPI_Iscatter_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -6766,7 +6960,7 @@ unsafe extern "C" fn counted_PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -6794,7 +6988,7 @@ unsafe extern "C" fn counted_MPI_Iscatterv_c(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -6803,7 +6997,7 @@ unsafe extern "C" fn counted_PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -6831,7 +7025,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgather_c(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -6840,7 +7034,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgather_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -6868,7 +7062,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgather_init(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -6877,7 +7071,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgather_init(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -6905,7 +7099,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgather_init_c(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -6914,7 +7108,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgather_init_c(sendbuf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -6942,7 +7136,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgatherv_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -6951,7 +7145,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -6979,7 +7173,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgatherv_init(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -6988,7 +7182,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv_init(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
@@ -7016,7 +7210,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgatherv_init_c(sendbuf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -7025,7 +7219,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
@@ -7053,7 +7247,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoall_c(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -7062,7 +7256,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -7090,7 +7284,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoall_init(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -7099,7 +7293,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoall_init(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -7127,7 +7321,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoall_init_c(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -7136,7 +7330,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
@@ -7164,7 +7358,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallv_c(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -7173,7 +7367,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -7201,7 +7395,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallv_init(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -7210,7 +7404,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
@@ -7238,7 +7432,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallv_init_c(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, false) }
     counted_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 #[inline(never)]
@@ -7247,7 +7441,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
@@ -7275,7 +7469,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallw_c(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -7284,7 +7478,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -7312,7 +7506,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallw_init(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
     counted_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 #[inline(never)]
@@ -7321,7 +7515,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
@@ -7349,7 +7543,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallw_init_c(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, false) }
     counted_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 #[inline(never)]
@@ -7358,7 +7552,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, true) }
     counted_PMPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
@@ -7386,7 +7580,7 @@ unsafe extern "C" fn counted_MPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
     counted_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
@@ -7395,7 +7589,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
     counted_PMPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
@@ -7423,7 +7617,7 @@ unsafe extern "C" fn counted_MPI_Reduce_init(sendbuf: *const c_void, recvbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, false) }
     counted_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 #[inline(never)]
@@ -7432,7 +7626,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, true) }
     counted_PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 
@@ -7460,7 +7654,7 @@ unsafe extern "C" fn counted_MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, false) }
     counted_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 #[inline(never)]
@@ -7469,7 +7663,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, true) }
     counted_PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 
@@ -7497,7 +7691,7 @@ unsafe extern "C" fn counted_MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, false) }
     counted_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op)
 }
 #[inline(never)]
@@ -7506,7 +7700,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, true) }
     counted_PMPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op)
 }
 
@@ -7534,7 +7728,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_block_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[inline(never)]
@@ -7543,7 +7737,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_block_c(sendbuf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
@@ -7571,7 +7765,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_block_init(sendbuf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, false) }
     counted_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7580,7 +7774,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_block_init(sendbuf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, true) }
     counted_PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 
@@ -7608,7 +7802,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_block_init_c(sendbuf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, false) }
     counted_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7617,7 +7811,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, true) }
     counted_PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 
@@ -7645,7 +7839,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_c(sendbuf: *const c_void, recvbu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[inline(never)]
@@ -7654,7 +7848,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvb
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
@@ -7682,7 +7876,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_init(sendbuf: *const c_void, rec
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, false) }
     counted_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7691,7 +7885,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_init(sendbuf: *const c_void, re
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, true) }
     counted_PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 
@@ -7719,7 +7913,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_init_c(sendbuf: *const c_void, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, false) }
     counted_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7728,7 +7922,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, true) }
     counted_PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 
@@ -7756,7 +7950,7 @@ unsafe extern "C" fn counted_MPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -7765,7 +7959,7 @@ unsafe extern "C" fn counted_PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -7793,7 +7987,7 @@ unsafe extern "C" fn counted_MPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7802,7 +7996,7 @@ unsafe extern "C" fn counted_PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -7830,7 +8024,7 @@ unsafe extern "C" fn counted_MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, false) }
     counted_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 #[inline(never)]
@@ -7839,7 +8033,7 @@ unsafe extern "C" fn counted_PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, true) }
     counted_PMPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
@@ -7867,7 +8061,7 @@ unsafe extern "C" fn counted_MPI_Scatter_c(sendbuf: *const c_void, sendcount: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -7876,7 +8070,7 @@ unsafe extern "C" fn counted_PMPI_Scatter_c(sendbuf: *const c_void, sendcount: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -7904,7 +8098,7 @@ unsafe extern "C" fn counted_MPI_Scatter_init(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -7913,7 +8107,7 @@ unsafe extern "C" fn counted_PMPI_Scatter_init(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -7941,7 +8135,7 @@ unsafe extern "C" fn counted_MPI_Scatter_init_c(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatter_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -7950,7 +8144,7 @@ unsafe extern "C" fn counted_PMPI_Scatter_init_c(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -7978,7 +8172,7 @@ unsafe extern "C" fn counted_MPI_Scatterv_c(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -7987,7 +8181,7 @@ unsafe extern "C" fn counted_PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -8015,7 +8209,7 @@ unsafe extern "C" fn counted_MPI_Scatterv_init(sendbuf: *const c_void, sendcount
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -8024,7 +8218,7 @@ unsafe extern "C" fn counted_PMPI_Scatterv_init(sendbuf: *const c_void, sendcoun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -8052,7 +8246,7 @@ unsafe extern "C" fn counted_MPI_Scatterv_init_c(sendbuf: *const c_void, sendcou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
+    if !rt::plain_here() { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, false) }
     counted_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 #[inline(never)]
@@ -8061,7 +8255,7 @@ unsafe extern "C" fn counted_PMPI_Scatterv_init_c(sendbuf: *const c_void, sendco
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
+    if !rt::plain_here() { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, true) }
     counted_PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
@@ -8089,7 +8283,7 @@ unsafe extern "C" fn counted_MPI_Accumulate(origin_addr: *const c_void, origin_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -8098,7 +8292,7 @@ unsafe extern "C" fn counted_PMPI_Accumulate(origin_addr: *const c_void, origin_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -8126,7 +8320,7 @@ unsafe extern "C" fn counted_MPI_Compare_and_swap(origin_addr: *const c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, false) }
+    if !rt::plain_here() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, false) }
     counted_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 #[inline(never)]
@@ -8135,7 +8329,7 @@ unsafe extern "C" fn counted_PMPI_Compare_and_swap(origin_addr: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, true) }
+    if !rt::plain_here() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, true) }
     counted_PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
@@ -8163,7 +8357,7 @@ unsafe extern "C" fn counted_MPI_Fetch_and_op(origin_addr: *const c_void, result
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, false) }
     counted_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 #[inline(never)]
@@ -8172,7 +8366,7 @@ unsafe extern "C" fn counted_PMPI_Fetch_and_op(origin_addr: *const c_void, resul
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, true) }
     counted_PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
@@ -8203,7 +8397,7 @@ unsafe extern "C" fn counted_MPI_Get(origin_addr: *mut c_void, origin_count: c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -8214,7 +8408,7 @@ unsafe extern "C" fn counted_PMPI_Get(origin_addr: *mut c_void, origin_count: c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -8242,7 +8436,7 @@ unsafe extern "C" fn counted_MPI_Get_accumulate(origin_addr: *const c_void, orig
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -8251,7 +8445,7 @@ unsafe extern "C" fn counted_PMPI_Get_accumulate(origin_addr: *const c_void, ori
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -8282,7 +8476,7 @@ unsafe extern "C" fn counted_MPI_Put(origin_addr: *const c_void, origin_count: c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -8293,7 +8487,7 @@ unsafe extern "C" fn counted_PMPI_Put(origin_addr: *const c_void, origin_count: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -8321,7 +8515,7 @@ unsafe extern "C" fn counted_MPI_Raccumulate(origin_addr: *const c_void, origin_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -8330,7 +8524,7 @@ unsafe extern "C" fn counted_PMPI_Raccumulate(origin_addr: *const c_void, origin
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -8358,7 +8552,7 @@ unsafe extern "C" fn counted_MPI_Rget(origin_addr: *mut c_void, origin_count: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
     counted_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[inline(never)]
@@ -8367,7 +8561,7 @@ unsafe extern "C" fn counted_PMPI_Rget(origin_addr: *mut c_void, origin_count: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
     counted_PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
@@ -8395,7 +8589,7 @@ unsafe extern "C" fn counted_MPI_Rget_accumulate(origin_addr: *const c_void, ori
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -8404,7 +8598,7 @@ unsafe extern "C" fn counted_PMPI_Rget_accumulate(origin_addr: *const c_void, or
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -8432,7 +8626,7 @@ unsafe extern "C" fn counted_MPI_Rput(origin_addr: *const c_void, origin_count: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, false) }
     counted_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 #[inline(never)]
@@ -8441,7 +8635,7 @@ unsafe extern "C" fn counted_PMPI_Rput(origin_addr: *const c_void, origin_count:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, true) }
     counted_PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
@@ -8469,7 +8663,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -8478,7 +8672,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -8506,7 +8700,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -8515,7 +8709,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -8543,7 +8737,7 @@ unsafe extern "C" fn counted_MPI_Win_attach(win: MPI_Win, base: *mut c_void, siz
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Win_attach(win, base, size, false) }
+    if !rt::plain_here() { return general_MPI_Win_attach(win, base, size, false) }
     counted_MPI_Win_attach(win, base, size)
 }
 #[inline(never)]
@@ -8552,7 +8746,7 @@ unsafe extern "C" fn counted_PMPI_Win_attach(win: MPI_Win, base: *mut c_void, si
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Win_attach(win, base, size, true) }
+    if !rt::plain_here() { return general_MPI_Win_attach(win, base, size, true) }
     counted_PMPI_Win_attach(win, base, size)
 }
 
@@ -8580,7 +8774,7 @@ unsafe extern "C" fn counted_MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_call_errhandler(win, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Win_call_errhandler(win, errorcode, false) }
     counted_MPI_Win_call_errhandler(win, errorcode)
 }
 #[inline(never)]
@@ -8589,7 +8783,7 @@ unsafe extern "C" fn counted_PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_call_errhandler(win, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Win_call_errhandler(win, errorcode, true) }
     counted_PMPI_Win_call_errhandler(win, errorcode)
 }
 
@@ -8617,7 +8811,7 @@ unsafe extern "C" fn counted_MPI_Win_complete(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_complete(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_complete(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_complete(win, false) }
     counted_MPI_Win_complete(win)
 }
 #[inline(never)]
@@ -8626,7 +8820,7 @@ unsafe extern "C" fn counted_PMPI_Win_complete(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_complete(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_complete(win, true) }
     counted_PMPI_Win_complete(win)
 }
 
@@ -8654,7 +8848,7 @@ unsafe extern "C" fn counted_MPI_Win_create(base: *mut c_void, size: MPI_Aint, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, false) }
     counted_MPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 #[inline(never)]
@@ -8663,7 +8857,7 @@ unsafe extern "C" fn counted_PMPI_Win_create(base: *mut c_void, size: MPI_Aint, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, true) }
     counted_PMPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 
@@ -8691,7 +8885,7 @@ unsafe extern "C" fn counted_MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_dynamic(info, comm, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_dynamic(info, comm, win, false) }
     counted_MPI_Win_create_dynamic(info, comm, win)
 }
 #[inline(never)]
@@ -8700,7 +8894,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_C
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_dynamic(info, comm, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_dynamic(info, comm, win, true) }
     counted_PMPI_Win_create_dynamic(info, comm, win)
 }
 
@@ -8728,7 +8922,7 @@ unsafe extern "C" fn counted_MPI_Win_create_errhandler(function: MPI_Win_errhand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_errhandler(function, errhandler, false) }
     counted_MPI_Win_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -8737,7 +8931,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_errhandler(function: MPI_Win_errhan
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_errhandler(function, errhandler, true) }
     counted_PMPI_Win_create_errhandler(function, errhandler)
 }
 
@@ -8765,7 +8959,7 @@ unsafe extern "C" fn counted_MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_cop
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, false) }
     counted_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 #[inline(never)]
@@ -8774,7 +8968,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, true) }
     counted_PMPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
@@ -8802,7 +8996,7 @@ unsafe extern "C" fn counted_MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_delete_attr(win, win_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Win_delete_attr(win, win_keyval, false) }
     counted_MPI_Win_delete_attr(win, win_keyval)
 }
 #[inline(never)]
@@ -8811,7 +9005,7 @@ unsafe extern "C" fn counted_PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_delete_attr(win, win_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Win_delete_attr(win, win_keyval, true) }
     counted_PMPI_Win_delete_attr(win, win_keyval)
 }
 
@@ -8839,7 +9033,7 @@ unsafe extern "C" fn counted_MPI_Win_detach(win: MPI_Win, base: *const c_void) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_detach(win, base, false) }
+    if !rt::plain_here() { return general_MPI_Win_detach(win, base, false) }
     counted_MPI_Win_detach(win, base)
 }
 #[inline(never)]
@@ -8848,7 +9042,7 @@ unsafe extern "C" fn counted_PMPI_Win_detach(win: MPI_Win, base: *const c_void) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_detach(win, base, true) }
+    if !rt::plain_here() { return general_MPI_Win_detach(win, base, true) }
     counted_PMPI_Win_detach(win, base)
 }
 
@@ -8879,7 +9073,7 @@ unsafe extern "C" fn counted_MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_fence(assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_fence(assert, win, false) }
     counted_MPI_Win_fence(assert, win)
 }
 #[inline(never)]
@@ -8890,7 +9084,7 @@ unsafe extern "C" fn counted_PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_in
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_fence(assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_fence(assert, win, true) }
     counted_PMPI_Win_fence(assert, win)
 }
 
@@ -8921,7 +9115,7 @@ unsafe extern "C" fn counted_MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush(rank, win, false) }
     counted_MPI_Win_flush(rank, win)
 }
 #[inline(never)]
@@ -8932,7 +9126,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush(rank, win, true) }
     counted_PMPI_Win_flush(rank, win)
 }
 
@@ -8960,7 +9154,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_all(win, false) }
     counted_MPI_Win_flush_all(win)
 }
 #[inline(never)]
@@ -8969,7 +9163,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_all(win, true) }
     counted_PMPI_Win_flush_all(win)
 }
 
@@ -8997,7 +9191,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local(rank, win, false) }
     counted_MPI_Win_flush_local(rank, win)
 }
 #[inline(never)]
@@ -9006,7 +9200,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local(rank, win, true) }
     counted_PMPI_Win_flush_local(rank, win)
 }
 
@@ -9034,7 +9228,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local_all(win, false) }
     counted_MPI_Win_flush_local_all(win)
 }
 #[inline(never)]
@@ -9043,7 +9237,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local_all(win, true) }
     counted_PMPI_Win_flush_local_all(win)
 }
 
@@ -9071,7 +9265,7 @@ unsafe extern "C" fn counted_MPI_Win_free(win: *mut MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_free(win, false) }
     counted_MPI_Win_free(win)
 }
 #[inline(never)]
@@ -9080,7 +9274,7 @@ unsafe extern "C" fn counted_PMPI_Win_free(win: *mut MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_free(win, true) }
     counted_PMPI_Win_free(win)
 }
 
@@ -9108,7 +9302,7 @@ unsafe extern "C" fn counted_MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free_keyval(win_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Win_free_keyval(win_keyval, false) }
     counted_MPI_Win_free_keyval(win_keyval)
 }
 #[inline(never)]
@@ -9117,7 +9311,7 @@ unsafe extern "C" fn counted_PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free_keyval(win_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Win_free_keyval(win_keyval, true) }
     counted_PMPI_Win_free_keyval(win_keyval)
 }
 
@@ -9145,7 +9339,7 @@ unsafe extern "C" fn counted_MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, a
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, false) }
     counted_MPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -9154,7 +9348,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, true) }
     counted_PMPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 
@@ -9182,7 +9376,7 @@ unsafe extern "C" fn counted_MPI_Win_get_errhandler(win: MPI_Win, errhandler: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_errhandler(win, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_errhandler(win, errhandler, false) }
     counted_MPI_Win_get_errhandler(win, errhandler)
 }
 #[inline(never)]
@@ -9191,7 +9385,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_errhandler(win, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_errhandler(win, errhandler, true) }
     counted_PMPI_Win_get_errhandler(win, errhandler)
 }
 
@@ -9219,7 +9413,7 @@ unsafe extern "C" fn counted_MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_group(win, group, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_group(win, group, false) }
     counted_MPI_Win_get_group(win, group)
 }
 #[inline(never)]
@@ -9228,7 +9422,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_group(win, group, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_group(win, group, true) }
     counted_PMPI_Win_get_group(win, group)
 }
 
@@ -9256,7 +9450,7 @@ unsafe extern "C" fn counted_MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_info(win, info_used, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_info(win, info_used, false) }
     counted_MPI_Win_get_info(win, info_used)
 }
 #[inline(never)]
@@ -9265,7 +9459,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_info(win, info_used, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_info(win, info_used, true) }
     counted_PMPI_Win_get_info(win, info_used)
 }
 
@@ -9293,7 +9487,7 @@ unsafe extern "C" fn counted_MPI_Win_get_name(win: MPI_Win, win_name: *mut c_cha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_name(win, win_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_name(win, win_name, resultlen, false) }
     counted_MPI_Win_get_name(win, win_name, resultlen)
 }
 #[inline(never)]
@@ -9302,7 +9496,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_name(win, win_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_name(win, win_name, resultlen, true) }
     counted_PMPI_Win_get_name(win, win_name, resultlen)
 }
 
@@ -9333,7 +9527,7 @@ unsafe extern "C" fn counted_MPI_Win_lock(lock_type: c_int, rank: c_int, assert:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock(lock_type, rank, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_lock(lock_type, rank, assert, win, false) }
     counted_MPI_Win_lock(lock_type, rank, assert, win)
 }
 #[inline(never)]
@@ -9344,7 +9538,7 @@ unsafe extern "C" fn counted_PMPI_Win_lock(lock_type: c_int, rank: c_int, assert
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock(lock_type, rank, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_lock(lock_type, rank, assert, win, true) }
     counted_PMPI_Win_lock(lock_type, rank, assert, win)
 }
 
@@ -9372,7 +9566,7 @@ unsafe extern "C" fn counted_MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock_all(assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_lock_all(assert, win, false) }
     counted_MPI_Win_lock_all(assert, win)
 }
 #[inline(never)]
@@ -9381,7 +9575,7 @@ unsafe extern "C" fn counted_PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock_all(assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_lock_all(assert, win, true) }
     counted_PMPI_Win_lock_all(assert, win)
 }
 
@@ -9409,7 +9603,7 @@ unsafe extern "C" fn counted_MPI_Win_post(group: MPI_Group, assert: c_int, win: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_post(group, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_post(group, assert, win, false) }
     counted_MPI_Win_post(group, assert, win)
 }
 #[inline(never)]
@@ -9418,7 +9612,7 @@ unsafe extern "C" fn counted_PMPI_Win_post(group: MPI_Group, assert: c_int, win:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_post(group, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_post(group, assert, win, true) }
     counted_PMPI_Win_post(group, assert, win)
 }
 
@@ -9446,7 +9640,7 @@ unsafe extern "C" fn counted_MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, a
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, false) }
     counted_MPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 #[inline(never)]
@@ -9455,7 +9649,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, true) }
     counted_PMPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 
@@ -9483,7 +9677,7 @@ unsafe extern "C" fn counted_MPI_Win_set_errhandler(win: MPI_Win, errhandler: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_errhandler(win, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_errhandler(win, errhandler, false) }
     counted_MPI_Win_set_errhandler(win, errhandler)
 }
 #[inline(never)]
@@ -9492,7 +9686,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_errhandler(win: MPI_Win, errhandler: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_errhandler(win, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_errhandler(win, errhandler, true) }
     counted_PMPI_Win_set_errhandler(win, errhandler)
 }
 
@@ -9520,7 +9714,7 @@ unsafe extern "C" fn counted_MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_info(win, info, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_info(win, info, false) }
     counted_MPI_Win_set_info(win, info)
 }
 #[inline(never)]
@@ -9529,7 +9723,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_info(win, info, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_info(win, info, true) }
     counted_PMPI_Win_set_info(win, info)
 }
 
@@ -9557,7 +9751,7 @@ unsafe extern "C" fn counted_MPI_Win_set_name(win: MPI_Win, win_name: *const c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_name(win, win_name, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_name(win, win_name, false) }
     counted_MPI_Win_set_name(win, win_name)
 }
 #[inline(never)]
@@ -9566,7 +9760,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_name(win: MPI_Win, win_name: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_name(win, win_name, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_name(win, win_name, true) }
     counted_PMPI_Win_set_name(win, win_name)
 }
 
@@ -9594,7 +9788,7 @@ unsafe extern "C" fn counted_MPI_Win_shared_query(win: MPI_Win, rank: c_int, siz
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, false) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, false) }
     counted_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 #[inline(never)]
@@ -9603,7 +9797,7 @@ unsafe extern "C" fn counted_PMPI_Win_shared_query(win: MPI_Win, rank: c_int, si
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, true) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, true) }
     counted_PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 
@@ -9631,7 +9825,7 @@ unsafe extern "C" fn counted_MPI_Win_start(group: MPI_Group, assert: c_int, win:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_start(group, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_start(group, assert, win, false) }
     counted_MPI_Win_start(group, assert, win)
 }
 #[inline(never)]
@@ -9640,7 +9834,7 @@ unsafe extern "C" fn counted_PMPI_Win_start(group: MPI_Group, assert: c_int, win
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_start(group, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_start(group, assert, win, true) }
     counted_PMPI_Win_start(group, assert, win)
 }
 
@@ -9668,7 +9862,7 @@ unsafe extern "C" fn counted_MPI_Win_sync(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_sync(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_sync(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_sync(win, false) }
     counted_MPI_Win_sync(win)
 }
 #[inline(never)]
@@ -9677,7 +9871,7 @@ unsafe extern "C" fn counted_PMPI_Win_sync(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_sync(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_sync(win, true) }
     counted_PMPI_Win_sync(win)
 }
 
@@ -9705,7 +9899,7 @@ unsafe extern "C" fn counted_MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_test(win, flag, false) }
+    if !rt::plain_here() { return general_MPI_Win_test(win, flag, false) }
     counted_MPI_Win_test(win, flag)
 }
 #[inline(never)]
@@ -9714,7 +9908,7 @@ unsafe extern "C" fn counted_PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_test(win, flag, true) }
+    if !rt::plain_here() { return general_MPI_Win_test(win, flag, true) }
     counted_PMPI_Win_test(win, flag)
 }
 
@@ -9745,7 +9939,7 @@ unsafe extern "C" fn counted_MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_unlock(rank, win, false) }
     counted_MPI_Win_unlock(rank, win)
 }
 #[inline(never)]
@@ -9756,7 +9950,7 @@ unsafe extern "C" fn counted_PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_unlock(rank, win, true) }
     counted_PMPI_Win_unlock(rank, win)
 }
 
@@ -9784,7 +9978,7 @@ unsafe extern "C" fn counted_MPI_Win_unlock_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_unlock_all(win, false) }
     counted_MPI_Win_unlock_all(win)
 }
 #[inline(never)]
@@ -9793,7 +9987,7 @@ unsafe extern "C" fn counted_PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_unlock_all(win, true) }
     counted_PMPI_Win_unlock_all(win)
 }
 
@@ -9821,7 +10015,7 @@ unsafe extern "C" fn counted_MPI_Win_wait(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_wait(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_wait(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_wait(win, false) }
     counted_MPI_Win_wait(win)
 }
 #[inline(never)]
@@ -9830,7 +10024,7 @@ unsafe extern "C" fn counted_PMPI_Win_wait(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_wait(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_wait(win, true) }
     counted_PMPI_Win_wait(win)
 }
 
@@ -9858,7 +10052,7 @@ unsafe extern "C" fn counted_MPI_Accumulate_c(origin_addr: *const c_void, origin
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -9867,7 +10061,7 @@ unsafe extern "C" fn counted_PMPI_Accumulate_c(origin_addr: *const c_void, origi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -9895,7 +10089,7 @@ unsafe extern "C" fn counted_MPI_Get_accumulate_c(origin_addr: *const c_void, or
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -9904,7 +10098,7 @@ unsafe extern "C" fn counted_PMPI_Get_accumulate_c(origin_addr: *const c_void, o
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -9932,7 +10126,7 @@ unsafe extern "C" fn counted_MPI_Get_c(origin_addr: *mut c_void, origin_count: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -9941,7 +10135,7 @@ unsafe extern "C" fn counted_PMPI_Get_c(origin_addr: *mut c_void, origin_count: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -9969,7 +10163,7 @@ unsafe extern "C" fn counted_MPI_Put_c(origin_addr: *const c_void, origin_count:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -9978,7 +10172,7 @@ unsafe extern "C" fn counted_PMPI_Put_c(origin_addr: *const c_void, origin_count
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Put_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -10006,7 +10200,7 @@ unsafe extern "C" fn counted_MPI_Raccumulate_c(origin_addr: *const c_void, origi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -10015,7 +10209,7 @@ unsafe extern "C" fn counted_PMPI_Raccumulate_c(origin_addr: *const c_void, orig
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -10043,7 +10237,7 @@ unsafe extern "C" fn counted_MPI_Rget_accumulate_c(origin_addr: *const c_void, o
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -10052,7 +10246,7 @@ unsafe extern "C" fn counted_PMPI_Rget_accumulate_c(origin_addr: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -10080,7 +10274,7 @@ unsafe extern "C" fn counted_MPI_Rget_c(origin_addr: *mut c_void, origin_count: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
     counted_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[inline(never)]
@@ -10089,7 +10283,7 @@ unsafe extern "C" fn counted_PMPI_Rget_c(origin_addr: *mut c_void, origin_count:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
     counted_PMPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
@@ -10117,7 +10311,7 @@ unsafe extern "C" fn counted_MPI_Rput_c(origin_addr: *const c_void, origin_count
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
     counted_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[inline(never)]
@@ -10126,7 +10320,7 @@ unsafe extern "C" fn counted_PMPI_Rput_c(origin_addr: *const c_void, origin_coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput_c(origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
     counted_PMPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
@@ -10154,7 +10348,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_A
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -10163,7 +10357,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -10191,7 +10385,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -10200,7 +10394,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_uni
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -10228,7 +10422,7 @@ unsafe extern "C" fn counted_MPI_Win_create_c(base: *mut c_void, size: MPI_Aint,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, false) }
     counted_MPI_Win_create_c(base, size, disp_unit, info, comm, win)
 }
 #[inline(never)]
@@ -10237,7 +10431,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_c(base: *mut c_void, size: MPI_Aint
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_c(base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, true) }
     counted_PMPI_Win_create_c(base, size, disp_unit, info, comm, win)
 }
 
@@ -10265,7 +10459,7 @@ unsafe extern "C" fn counted_MPI_Win_shared_query_c(win: MPI_Win, rank: c_int, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, false) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, false) }
     counted_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr)
 }
 #[inline(never)]
@@ -10274,7 +10468,7 @@ unsafe extern "C" fn counted_PMPI_Win_shared_query_c(win: MPI_Win, rank: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, true) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, true) }
     counted_PMPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr)
 }
 
@@ -10302,7 +10496,7 @@ unsafe extern "C" fn counted_MPI_File_call_errhandler(fh: MPI_File, errorcode: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_call_errhandler(fh, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_File_call_errhandler(fh, errorcode, false) }
     counted_MPI_File_call_errhandler(fh, errorcode)
 }
 #[inline(never)]
@@ -10311,7 +10505,7 @@ unsafe extern "C" fn counted_PMPI_File_call_errhandler(fh: MPI_File, errorcode: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_call_errhandler(fh, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_File_call_errhandler(fh, errorcode, true) }
     counted_PMPI_File_call_errhandler(fh, errorcode)
 }
 
@@ -10339,7 +10533,7 @@ unsafe extern "C" fn counted_MPI_File_create_errhandler(function: MPI_File_errha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_create_errhandler(function, errhandler, false) }
     counted_MPI_File_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -10348,7 +10542,7 @@ unsafe extern "C" fn counted_PMPI_File_create_errhandler(function: MPI_File_errh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_create_errhandler(function, errhandler, true) }
     counted_PMPI_File_create_errhandler(function, errhandler)
 }
 
@@ -10376,7 +10570,7 @@ unsafe extern "C" fn counted_MPI_File_set_errhandler(file: MPI_File, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_errhandler(file, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_set_errhandler(file, errhandler, false) }
     counted_MPI_File_set_errhandler(file, errhandler)
 }
 #[inline(never)]
@@ -10385,7 +10579,7 @@ unsafe extern "C" fn counted_PMPI_File_set_errhandler(file: MPI_File, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_errhandler(file, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_set_errhandler(file, errhandler, true) }
     counted_PMPI_File_set_errhandler(file, errhandler)
 }
 
@@ -10413,7 +10607,7 @@ unsafe extern "C" fn counted_MPI_File_get_errhandler(file: MPI_File, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_errhandler(file, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_get_errhandler(file, errhandler, false) }
     counted_MPI_File_get_errhandler(file, errhandler)
 }
 #[inline(never)]
@@ -10422,7 +10616,7 @@ unsafe extern "C" fn counted_PMPI_File_get_errhandler(file: MPI_File, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_errhandler(file, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_get_errhandler(file, errhandler, true) }
     counted_PMPI_File_get_errhandler(file, errhandler)
 }
 
@@ -10450,7 +10644,7 @@ unsafe extern "C" fn counted_MPI_File_open(comm: MPI_Comm, filename: *const c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_open(comm, filename, amode, info, fh, false) }
+    if !rt::plain_here() { return general_MPI_File_open(comm, filename, amode, info, fh, false) }
     counted_MPI_File_open(comm, filename, amode, info, fh)
 }
 #[inline(never)]
@@ -10459,7 +10653,7 @@ unsafe extern "C" fn counted_PMPI_File_open(comm: MPI_Comm, filename: *const c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_open(comm, filename, amode, info, fh, true) }
+    if !rt::plain_here() { return general_MPI_File_open(comm, filename, amode, info, fh, true) }
     counted_PMPI_File_open(comm, filename, amode, info, fh)
 }
 
@@ -10487,7 +10681,7 @@ unsafe extern "C" fn counted_MPI_File_close(fh: *mut MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_close(fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_close(fh, false) }
+    if !rt::plain_here() { return general_MPI_File_close(fh, false) }
     counted_MPI_File_close(fh)
 }
 #[inline(never)]
@@ -10496,7 +10690,7 @@ unsafe extern "C" fn counted_PMPI_File_close(fh: *mut MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_close(fh, true) }
+    if !rt::plain_here() { return general_MPI_File_close(fh, true) }
     counted_PMPI_File_close(fh)
 }
 
@@ -10524,7 +10718,7 @@ unsafe extern "C" fn counted_MPI_File_delete(filename: *const c_char, info: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_delete(filename, info, false) }
+    if !rt::plain_here() { return general_MPI_File_delete(filename, info, false) }
     counted_MPI_File_delete(filename, info)
 }
 #[inline(never)]
@@ -10533,7 +10727,7 @@ unsafe extern "C" fn counted_PMPI_File_delete(filename: *const c_char, info: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_delete(filename, info, true) }
+    if !rt::plain_here() { return general_MPI_File_delete(filename, info, true) }
     counted_PMPI_File_delete(filename, info)
 }
 
@@ -10561,7 +10755,7 @@ unsafe extern "C" fn counted_MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_size(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_set_size(fh, size, false) }
     counted_MPI_File_set_size(fh, size)
 }
 #[inline(never)]
@@ -10570,7 +10764,7 @@ unsafe extern "C" fn counted_PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_size(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_set_size(fh, size, true) }
     counted_PMPI_File_set_size(fh, size)
 }
 
@@ -10598,7 +10792,7 @@ unsafe extern "C" fn counted_MPI_File_preallocate(fh: MPI_File, size: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_preallocate(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_preallocate(fh, size, false) }
     counted_MPI_File_preallocate(fh, size)
 }
 #[inline(never)]
@@ -10607,7 +10801,7 @@ unsafe extern "C" fn counted_PMPI_File_preallocate(fh: MPI_File, size: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_preallocate(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_preallocate(fh, size, true) }
     counted_PMPI_File_preallocate(fh, size)
 }
 
@@ -10635,7 +10829,7 @@ unsafe extern "C" fn counted_MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_size(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_get_size(fh, size, false) }
     counted_MPI_File_get_size(fh, size)
 }
 #[inline(never)]
@@ -10644,7 +10838,7 @@ unsafe extern "C" fn counted_PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_size(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_get_size(fh, size, true) }
     counted_PMPI_File_get_size(fh, size)
 }
 
@@ -10672,7 +10866,7 @@ unsafe extern "C" fn counted_MPI_File_get_group(fh: MPI_File, group: *mut MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_group(fh, group, false) }
+    if !rt::plain_here() { return general_MPI_File_get_group(fh, group, false) }
     counted_MPI_File_get_group(fh, group)
 }
 #[inline(never)]
@@ -10681,7 +10875,7 @@ unsafe extern "C" fn counted_PMPI_File_get_group(fh: MPI_File, group: *mut MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_group(fh, group, true) }
+    if !rt::plain_here() { return general_MPI_File_get_group(fh, group, true) }
     counted_PMPI_File_get_group(fh, group)
 }
 
@@ -10709,7 +10903,7 @@ unsafe extern "C" fn counted_MPI_File_get_amode(fh: MPI_File, amode: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_amode(fh, amode, false) }
+    if !rt::plain_here() { return general_MPI_File_get_amode(fh, amode, false) }
     counted_MPI_File_get_amode(fh, amode)
 }
 #[inline(never)]
@@ -10718,7 +10912,7 @@ unsafe extern "C" fn counted_PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_amode(fh, amode, true) }
+    if !rt::plain_here() { return general_MPI_File_get_amode(fh, amode, true) }
     counted_PMPI_File_get_amode(fh, amode)
 }
 
@@ -10746,7 +10940,7 @@ unsafe extern "C" fn counted_MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_info(fh, info, false) }
+    if !rt::plain_here() { return general_MPI_File_set_info(fh, info, false) }
     counted_MPI_File_set_info(fh, info)
 }
 #[inline(never)]
@@ -10755,7 +10949,7 @@ unsafe extern "C" fn counted_PMPI_File_set_info(fh: MPI_File, info: MPI_Info) ->
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_info(fh, info, true) }
+    if !rt::plain_here() { return general_MPI_File_set_info(fh, info, true) }
     counted_PMPI_File_set_info(fh, info)
 }
 
@@ -10783,7 +10977,7 @@ unsafe extern "C" fn counted_MPI_File_get_info(fh: MPI_File, info_used: *mut MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_info(fh, info_used, false) }
+    if !rt::plain_here() { return general_MPI_File_get_info(fh, info_used, false) }
     counted_MPI_File_get_info(fh, info_used)
 }
 #[inline(never)]
@@ -10792,7 +10986,7 @@ unsafe extern "C" fn counted_PMPI_File_get_info(fh: MPI_File, info_used: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_info(fh, info_used, true) }
+    if !rt::plain_here() { return general_MPI_File_get_info(fh, info_used, true) }
     counted_PMPI_File_get_info(fh, info_used)
 }
 
@@ -10820,7 +11014,7 @@ unsafe extern "C" fn counted_MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, e
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, false) }
+    if !rt::plain_here() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, false) }
     counted_MPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 #[inline(never)]
@@ -10829,7 +11023,7 @@ unsafe extern "C" fn counted_PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, true) }
+    if !rt::plain_here() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, true) }
     counted_PMPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 
@@ -10857,7 +11051,7 @@ unsafe extern "C" fn counted_MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, false) }
+    if !rt::plain_here() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, false) }
     counted_MPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 #[inline(never)]
@@ -10866,7 +11060,7 @@ unsafe extern "C" fn counted_PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, true) }
+    if !rt::plain_here() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, true) }
     counted_PMPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 
@@ -10896,7 +11090,7 @@ unsafe extern "C" fn counted_MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -10905,7 +11099,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 
@@ -10935,7 +11129,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -10944,7 +11138,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 
@@ -10972,7 +11166,7 @@ unsafe extern "C" fn counted_MPI_File_write_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -10981,7 +11175,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 
@@ -11009,7 +11203,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11018,7 +11212,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 
@@ -11046,7 +11240,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11055,7 +11249,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 
@@ -11083,7 +11277,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11092,7 +11286,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 
@@ -11120,7 +11314,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11129,7 +11323,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 
@@ -11157,7 +11351,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11166,7 +11360,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_O
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 
@@ -11196,7 +11390,7 @@ unsafe extern "C" fn counted_MPI_File_read(fh: MPI_File, buf: *mut c_void, count
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11205,7 +11399,7 @@ unsafe extern "C" fn counted_PMPI_File_read(fh: MPI_File, buf: *mut c_void, coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read(fh, buf, count, datatype, status)
 }
 
@@ -11235,7 +11429,7 @@ unsafe extern "C" fn counted_MPI_File_read_all(fh: MPI_File, buf: *mut c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_all(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11244,7 +11438,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_all(fh, buf, count, datatype, status)
 }
 
@@ -11272,7 +11466,7 @@ unsafe extern "C" fn counted_MPI_File_write(fh: MPI_File, buf: *const c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11281,7 +11475,7 @@ unsafe extern "C" fn counted_PMPI_File_write(fh: MPI_File, buf: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write(fh, buf, count, datatype, status)
 }
 
@@ -11309,7 +11503,7 @@ unsafe extern "C" fn counted_MPI_File_write_all(fh: MPI_File, buf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_all(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11318,7 +11512,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all(fh: MPI_File, buf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_all(fh, buf, count, datatype, status)
 }
 
@@ -11346,7 +11540,7 @@ unsafe extern "C" fn counted_MPI_File_iread(fh: MPI_File, buf: *mut c_void, coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11355,7 +11549,7 @@ unsafe extern "C" fn counted_PMPI_File_iread(fh: MPI_File, buf: *mut c_void, cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread(fh, buf, count, datatype, request)
 }
 
@@ -11383,7 +11577,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite(fh: MPI_File, buf: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11392,7 +11586,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite(fh, buf, count, datatype, request)
 }
 
@@ -11420,7 +11614,7 @@ unsafe extern "C" fn counted_MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_all(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11429,7 +11623,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_all(fh, buf, count, datatype, request)
 }
 
@@ -11457,7 +11651,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_all(fh: MPI_File, buf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11466,7 +11660,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 
@@ -11494,7 +11688,7 @@ unsafe extern "C" fn counted_MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whe
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek(fh, offset, whence, false) }
+    if !rt::plain_here() { return general_MPI_File_seek(fh, offset, whence, false) }
     counted_MPI_File_seek(fh, offset, whence)
 }
 #[inline(never)]
@@ -11503,7 +11697,7 @@ unsafe extern "C" fn counted_PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, wh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek(fh, offset, whence, true) }
+    if !rt::plain_here() { return general_MPI_File_seek(fh, offset, whence, true) }
     counted_PMPI_File_seek(fh, offset, whence)
 }
 
@@ -11531,7 +11725,7 @@ unsafe extern "C" fn counted_MPI_File_get_position(fh: MPI_File, offset: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position(fh, offset, false) }
+    if !rt::plain_here() { return general_MPI_File_get_position(fh, offset, false) }
     counted_MPI_File_get_position(fh, offset)
 }
 #[inline(never)]
@@ -11540,7 +11734,7 @@ unsafe extern "C" fn counted_PMPI_File_get_position(fh: MPI_File, offset: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position(fh, offset, true) }
+    if !rt::plain_here() { return general_MPI_File_get_position(fh, offset, true) }
     counted_PMPI_File_get_position(fh, offset)
 }
 
@@ -11568,7 +11762,7 @@ unsafe extern "C" fn counted_MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_byte_offset(fh, offset, disp, false) }
+    if !rt::plain_here() { return general_MPI_File_get_byte_offset(fh, offset, disp, false) }
     counted_MPI_File_get_byte_offset(fh, offset, disp)
 }
 #[inline(never)]
@@ -11577,7 +11771,7 @@ unsafe extern "C" fn counted_PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_byte_offset(fh, offset, disp, true) }
+    if !rt::plain_here() { return general_MPI_File_get_byte_offset(fh, offset, disp, true) }
     counted_PMPI_File_get_byte_offset(fh, offset, disp)
 }
 
@@ -11607,7 +11801,7 @@ unsafe extern "C" fn counted_MPI_File_read_shared(fh: MPI_File, buf: *mut c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_shared(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11616,7 +11810,7 @@ unsafe extern "C" fn counted_PMPI_File_read_shared(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_shared(fh, buf, count, datatype, status)
 }
 
@@ -11644,7 +11838,7 @@ unsafe extern "C" fn counted_MPI_File_write_shared(fh: MPI_File, buf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_shared(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11653,7 +11847,7 @@ unsafe extern "C" fn counted_PMPI_File_write_shared(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_shared(fh, buf, count, datatype, status)
 }
 
@@ -11681,7 +11875,7 @@ unsafe extern "C" fn counted_MPI_File_iread_shared(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11690,7 +11884,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 
@@ -11718,7 +11912,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -11727,7 +11921,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 
@@ -11757,7 +11951,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11766,7 +11960,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 
@@ -11794,7 +11988,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -11803,7 +11997,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 
@@ -11831,7 +12025,7 @@ unsafe extern "C" fn counted_MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek_shared(fh, offset, whence, false) }
+    if !rt::plain_here() { return general_MPI_File_seek_shared(fh, offset, whence, false) }
     counted_MPI_File_seek_shared(fh, offset, whence)
 }
 #[inline(never)]
@@ -11840,7 +12034,7 @@ unsafe extern "C" fn counted_PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek_shared(fh, offset, whence, true) }
+    if !rt::plain_here() { return general_MPI_File_seek_shared(fh, offset, whence, true) }
     counted_PMPI_File_seek_shared(fh, offset, whence)
 }
 
@@ -11868,7 +12062,7 @@ unsafe extern "C" fn counted_MPI_File_get_position_shared(fh: MPI_File, offset: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position_shared(fh, offset, false) }
+    if !rt::plain_here() { return general_MPI_File_get_position_shared(fh, offset, false) }
     counted_MPI_File_get_position_shared(fh, offset)
 }
 #[inline(never)]
@@ -11877,7 +12071,7 @@ unsafe extern "C" fn counted_PMPI_File_get_position_shared(fh: MPI_File, offset:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position_shared(fh, offset, true) }
+    if !rt::plain_here() { return general_MPI_File_get_position_shared(fh, offset, true) }
     counted_PMPI_File_get_position_shared(fh, offset)
 }
 
@@ -11905,7 +12099,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_begin(fh: MPI_File, offset: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -11914,7 +12108,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_begin(fh: MPI_File, offset: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 
@@ -11942,7 +12136,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_end(fh, buf, status, false) }
     counted_MPI_File_read_at_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -11951,7 +12145,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_end(fh, buf, status, true) }
     counted_PMPI_File_read_at_all_end(fh, buf, status)
 }
 
@@ -11979,7 +12173,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_begin(fh: MPI_File, offset: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -11988,7 +12182,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_begin(fh: MPI_File, offset: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 
@@ -12016,7 +12210,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_end(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_end(fh, buf, status, false) }
     counted_MPI_File_write_at_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -12025,7 +12219,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_end(fh: MPI_File, buf: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_end(fh, buf, status, true) }
     counted_PMPI_File_write_at_all_end(fh, buf, status)
 }
 
@@ -12053,7 +12247,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_read_all_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -12062,7 +12256,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_all_begin(fh, buf, count, datatype)
 }
 
@@ -12090,7 +12284,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_end(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_end(fh, buf, status, false) }
     counted_MPI_File_read_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -12099,7 +12293,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_end(fh, buf, status, true) }
     counted_PMPI_File_read_all_end(fh, buf, status)
 }
 
@@ -12127,7 +12321,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_begin(fh: MPI_File, buf: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_write_all_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -12136,7 +12330,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_begin(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_all_begin(fh, buf, count, datatype)
 }
 
@@ -12164,7 +12358,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_end(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_end(fh, buf, status, false) }
     counted_MPI_File_write_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -12173,7 +12367,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_end(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_end(fh, buf, status, true) }
     counted_PMPI_File_write_all_end(fh, buf, status)
 }
 
@@ -12201,7 +12395,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -12210,7 +12404,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 
@@ -12238,7 +12432,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_end(fh, buf, status, false) }
     counted_MPI_File_read_ordered_end(fh, buf, status)
 }
 #[inline(never)]
@@ -12247,7 +12441,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_end(fh, buf, status, true) }
     counted_PMPI_File_read_ordered_end(fh, buf, status)
 }
 
@@ -12275,7 +12469,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_begin(fh: MPI_File, buf: *co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -12284,7 +12478,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_begin(fh: MPI_File, buf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 
@@ -12312,7 +12506,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_end(fh: MPI_File, buf: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_end(fh, buf, status, false) }
     counted_MPI_File_write_ordered_end(fh, buf, status)
 }
 #[inline(never)]
@@ -12321,7 +12515,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_end(fh: MPI_File, buf: *con
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_end(fh, buf, status, true) }
     counted_PMPI_File_write_ordered_end(fh, buf, status)
 }
 
@@ -12349,7 +12543,7 @@ unsafe extern "C" fn counted_MPI_File_get_type_extent(fh: MPI_File, datatype: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent(fh, datatype, extent, false) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent(fh, datatype, extent, false) }
     counted_MPI_File_get_type_extent(fh, datatype, extent)
 }
 #[inline(never)]
@@ -12358,7 +12552,7 @@ unsafe extern "C" fn counted_PMPI_File_get_type_extent(fh: MPI_File, datatype: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent(fh, datatype, extent, true) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent(fh, datatype, extent, true) }
     counted_PMPI_File_get_type_extent(fh, datatype, extent)
 }
 
@@ -12386,7 +12580,7 @@ unsafe extern "C" fn counted_MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_atomicity(fh, flag, false) }
+    if !rt::plain_here() { return general_MPI_File_set_atomicity(fh, flag, false) }
     counted_MPI_File_set_atomicity(fh, flag)
 }
 #[inline(never)]
@@ -12395,7 +12589,7 @@ unsafe extern "C" fn counted_PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_atomicity(fh, flag, true) }
+    if !rt::plain_here() { return general_MPI_File_set_atomicity(fh, flag, true) }
     counted_PMPI_File_set_atomicity(fh, flag)
 }
 
@@ -12423,7 +12617,7 @@ unsafe extern "C" fn counted_MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_atomicity(fh, flag, false) }
+    if !rt::plain_here() { return general_MPI_File_get_atomicity(fh, flag, false) }
     counted_MPI_File_get_atomicity(fh, flag)
 }
 #[inline(never)]
@@ -12432,7 +12626,7 @@ unsafe extern "C" fn counted_PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_atomicity(fh, flag, true) }
+    if !rt::plain_here() { return general_MPI_File_get_atomicity(fh, flag, true) }
     counted_PMPI_File_get_atomicity(fh, flag)
 }
 
@@ -12460,7 +12654,7 @@ unsafe extern "C" fn counted_MPI_File_sync(fh: MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_sync(fh: MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_sync(fh, false) }
+    if !rt::plain_here() { return general_MPI_File_sync(fh, false) }
     counted_MPI_File_sync(fh)
 }
 #[inline(never)]
@@ -12469,7 +12663,7 @@ unsafe extern "C" fn counted_PMPI_File_sync(fh: MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_sync(fh, true) }
+    if !rt::plain_here() { return general_MPI_File_sync(fh, true) }
     counted_PMPI_File_sync(fh)
 }
 
@@ -12497,7 +12691,7 @@ unsafe extern "C" fn counted_MPI_Register_datarep(datarep: *const c_char, read_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
     counted_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 #[inline(never)]
@@ -12506,7 +12700,7 @@ unsafe extern "C" fn counted_PMPI_Register_datarep(datarep: *const c_char, read_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
     counted_PMPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
@@ -12534,7 +12728,7 @@ unsafe extern "C" fn counted_MPI_File_get_type_extent_c(fh: MPI_File, datatype: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent_c(fh, datatype, extent, false) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent_c(fh, datatype, extent, false) }
     counted_MPI_File_get_type_extent_c(fh, datatype, extent)
 }
 #[inline(never)]
@@ -12543,7 +12737,7 @@ unsafe extern "C" fn counted_PMPI_File_get_type_extent_c(fh: MPI_File, datatype:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent_c(fh, datatype, extent, true) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent_c(fh, datatype, extent, true) }
     counted_PMPI_File_get_type_extent_c(fh, datatype, extent)
 }
 
@@ -12571,7 +12765,7 @@ unsafe extern "C" fn counted_MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_all_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12580,7 +12774,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_all_c(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_all_c(fh, buf, count, datatype, request)
 }
 
@@ -12608,7 +12802,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_O
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12617,7 +12811,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request)
 }
 
@@ -12645,7 +12839,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12654,7 +12848,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at_c(fh, offset, buf, count, datatype, request)
 }
 
@@ -12682,7 +12876,7 @@ unsafe extern "C" fn counted_MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12691,7 +12885,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_c(fh: MPI_File, buf: *mut c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_c(fh, buf, count, datatype, request)
 }
 
@@ -12719,7 +12913,7 @@ unsafe extern "C" fn counted_MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_shared_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12728,7 +12922,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_shared_c(fh, buf, count, datatype, request)
 }
 
@@ -12756,7 +12950,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_all_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12765,7 +12959,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_all_c(fh, buf, count, datatype, request)
 }
 
@@ -12793,7 +12987,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12802,7 +12996,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request)
 }
 
@@ -12830,7 +13024,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12839,7 +13033,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request)
 }
 
@@ -12867,7 +13061,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12876,7 +13070,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_c(fh: MPI_File, buf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_c(fh, buf, count, datatype, request)
 }
 
@@ -12904,7 +13098,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -12913,7 +13107,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_shared_c(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_shared_c(fh, buf, count, datatype, request)
 }
 
@@ -12941,7 +13135,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, false) }
     counted_MPI_File_read_all_begin_c(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -12950,7 +13144,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_begin_c(fh: MPI_File, buf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_all_begin_c(fh, buf, count, datatype)
 }
 
@@ -12980,7 +13174,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_all_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -12989,7 +13183,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_c(fh: MPI_File, buf: *mut c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_all_c(fh, buf, count, datatype, status)
 }
 
@@ -13017,7 +13211,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_begin_c(fh: MPI_File, offset: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -13026,7 +13220,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_begin_c(fh: MPI_File, offset:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 
@@ -13056,7 +13250,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13065,7 +13259,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_c(fh: MPI_File, offset: MPI_O
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at_all_c(fh, offset, buf, count, datatype, status)
 }
 
@@ -13095,7 +13289,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at_c(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13104,7 +13298,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_c(fh: MPI_File, offset: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at_c(fh, offset, buf, count, datatype, status)
 }
 
@@ -13134,7 +13328,7 @@ unsafe extern "C" fn counted_MPI_File_read_c(fh: MPI_File, buf: *mut c_void, cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13143,7 +13337,7 @@ unsafe extern "C" fn counted_PMPI_File_read_c(fh: MPI_File, buf: *mut c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_c(fh, buf, count, datatype, status)
 }
 
@@ -13171,7 +13365,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, false) }
     counted_MPI_File_read_ordered_begin_c(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -13180,7 +13374,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_begin_c(fh: MPI_File, buf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_ordered_begin_c(fh, buf, count, datatype)
 }
 
@@ -13210,7 +13404,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_ordered_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13219,7 +13413,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_ordered_c(fh, buf, count, datatype, status)
 }
 
@@ -13249,7 +13443,7 @@ unsafe extern "C" fn counted_MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_shared_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13258,7 +13452,7 @@ unsafe extern "C" fn counted_PMPI_File_read_shared_c(fh: MPI_File, buf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_shared_c(fh, buf, count, datatype, status)
 }
 
@@ -13286,7 +13480,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_begin_c(fh: MPI_File, buf: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, false) }
     counted_MPI_File_write_all_begin_c(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -13295,7 +13489,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_begin_c(fh: MPI_File, buf: *con
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_all_begin_c(fh, buf, count, datatype)
 }
 
@@ -13323,7 +13517,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_c(fh: MPI_File, buf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_all_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13332,7 +13526,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_c(fh: MPI_File, buf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_all_c(fh, buf, count, datatype, status)
 }
 
@@ -13360,7 +13554,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_begin_c(fh: MPI_File, offset:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -13369,7 +13563,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_begin_c(fh: MPI_File, offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 
@@ -13397,7 +13591,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_O
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13406,7 +13600,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_c(fh: MPI_File, offset: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at_all_c(fh, offset, buf, count, datatype, status)
 }
 
@@ -13434,7 +13628,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at_c(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13443,7 +13637,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_c(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at_c(fh, offset, buf, count, datatype, status)
 }
 
@@ -13471,7 +13665,7 @@ unsafe extern "C" fn counted_MPI_File_write_c(fh: MPI_File, buf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13480,7 +13674,7 @@ unsafe extern "C" fn counted_PMPI_File_write_c(fh: MPI_File, buf: *const c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_c(fh, buf, count, datatype, status)
 }
 
@@ -13508,7 +13702,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, false) }
     counted_MPI_File_write_ordered_begin_c(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -13517,7 +13711,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_begin_c(fh: MPI_File, buf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_ordered_begin_c(fh, buf, count, datatype)
 }
 
@@ -13545,7 +13739,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_c(fh: MPI_File, buf: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_ordered_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13554,7 +13748,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_c(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_ordered_c(fh, buf, count, datatype, status)
 }
 
@@ -13582,7 +13776,7 @@ unsafe extern "C" fn counted_MPI_File_write_shared_c(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_shared_c(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -13591,7 +13785,7 @@ unsafe extern "C" fn counted_PMPI_File_write_shared_c(fh: MPI_File, buf: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared_c(fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_shared_c(fh, buf, count, datatype, status)
 }
 
@@ -13619,7 +13813,7 @@ unsafe extern "C" fn counted_MPI_Register_datarep_c(datarep: *const c_char, read
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function_c, write_conversion_fn: MPI_Datarep_conversion_function_c, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
     counted_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 #[inline(never)]
@@ -13628,7 +13822,7 @@ unsafe extern "C" fn counted_PMPI_Register_datarep_c(datarep: *const c_char, rea
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep_c(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function_c, write_conversion_fn: MPI_Datarep_conversion_function_c, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
     counted_PMPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
@@ -13656,7 +13850,7 @@ unsafe extern "C" fn counted_MPI_Get_address(location: *const c_void, address: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Get_address(location, address, false) }
+    if !rt::plain_here() { return general_MPI_Get_address(location, address, false) }
     counted_MPI_Get_address(location, address)
 }
 #[inline(never)]
@@ -13665,7 +13859,7 @@ unsafe extern "C" fn counted_PMPI_Get_address(location: *const c_void, address: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Get_address(location, address, true) }
+    if !rt::plain_here() { return general_MPI_Get_address(location, address, true) }
     counted_PMPI_Get_address(location, address)
 }
 
@@ -13693,7 +13887,7 @@ unsafe extern "C" fn counted_MPI_Pack_external(datarep: *const c_char, inbuf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
     counted_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 #[inline(never)]
@@ -13702,7 +13896,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external(datarep: *const c_char, inbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
     counted_PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
@@ -13730,7 +13924,7 @@ unsafe extern "C" fn counted_MPI_Pack_external_size(datarep: *const c_char, inco
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, false) }
     counted_MPI_Pack_external_size(datarep, incount, datatype, size)
 }
 #[inline(never)]
@@ -13739,7 +13933,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external_size(datarep: *const c_char, inc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, true) }
     counted_PMPI_Pack_external_size(datarep, incount, datatype, size)
 }
 
@@ -13767,7 +13961,7 @@ unsafe extern "C" fn counted_MPI_Pack(inbuf: *const c_void, incount: c_int, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
+    if !rt::plain_here() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
     counted_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 #[inline(never)]
@@ -13776,7 +13970,7 @@ unsafe extern "C" fn counted_PMPI_Pack(inbuf: *const c_void, incount: c_int, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
+    if !rt::plain_here() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
     counted_PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
@@ -13804,7 +13998,7 @@ unsafe extern "C" fn counted_MPI_Pack_size(incount: c_int, datatype: MPI_Datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size(incount, datatype, comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_size(incount, datatype, comm, size, false) }
     counted_MPI_Pack_size(incount, datatype, comm, size)
 }
 #[inline(never)]
@@ -13813,7 +14007,7 @@ unsafe extern "C" fn counted_PMPI_Pack_size(incount: c_int, datatype: MPI_Dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size(incount, datatype, comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_size(incount, datatype, comm, size, true) }
     counted_PMPI_Pack_size(incount, datatype, comm, size)
 }
 
@@ -13841,7 +14035,7 @@ unsafe extern "C" fn counted_MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_commit(r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_commit(r#type, false) }
     counted_MPI_Type_commit(r#type)
 }
 #[inline(never)]
@@ -13850,7 +14044,7 @@ unsafe extern "C" fn counted_PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_commit(r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_commit(r#type, true) }
     counted_PMPI_Type_commit(r#type)
 }
 
@@ -13878,7 +14072,7 @@ unsafe extern "C" fn counted_MPI_Type_contiguous(count: c_int, oldtype: MPI_Data
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous(count, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous(count, oldtype, newtype, false) }
     counted_MPI_Type_contiguous(count, oldtype, newtype)
 }
 #[inline(never)]
@@ -13887,7 +14081,7 @@ unsafe extern "C" fn counted_PMPI_Type_contiguous(count: c_int, oldtype: MPI_Dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous(count, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous(count, oldtype, newtype, true) }
     counted_PMPI_Type_contiguous(count, oldtype, newtype)
 }
 
@@ -13915,7 +14109,7 @@ unsafe extern "C" fn counted_MPI_Type_create_darray(size: c_int, rank: c_int, nd
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, false) }
     counted_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -13924,7 +14118,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_darray(size: c_int, rank: c_int, n
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
@@ -13952,7 +14146,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_complex(p: c_int, r: c_int, new
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_complex(p, r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_complex(p, r, newtype, false) }
     counted_MPI_Type_create_f90_complex(p, r, newtype)
 }
 #[inline(never)]
@@ -13961,7 +14155,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_complex(p: c_int, r: c_int, ne
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_complex(p, r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_complex(p, r, newtype, true) }
     counted_PMPI_Type_create_f90_complex(p, r, newtype)
 }
 
@@ -13989,7 +14183,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_integer(r: c_int, newtype: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_integer(r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_integer(r, newtype, false) }
     counted_MPI_Type_create_f90_integer(r, newtype)
 }
 #[inline(never)]
@@ -13998,7 +14192,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_integer(r: c_int, newtype: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_integer(r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_integer(r, newtype, true) }
     counted_PMPI_Type_create_f90_integer(r, newtype)
 }
 
@@ -14026,7 +14220,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_real(p: c_int, r: c_int, newtyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_real(p, r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_real(p, r, newtype, false) }
     counted_MPI_Type_create_f90_real(p, r, newtype)
 }
 #[inline(never)]
@@ -14035,7 +14229,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_real(p: c_int, r: c_int, newty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_real(p, r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_real(p, r, newtype, true) }
     counted_PMPI_Type_create_f90_real(p, r, newtype)
 }
 
@@ -14063,7 +14257,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed_block(count: c_int, blockl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -14072,7 +14266,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed_block(count: c_int, block
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -14100,7 +14294,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed(count: c_int, array_of_blo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -14109,7 +14303,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed(count: c_int, array_of_bl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -14137,7 +14331,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hvector(count: c_int, blocklength: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -14146,7 +14340,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hvector(count: c_int, blocklength:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -14174,7 +14368,7 @@ unsafe extern "C" fn counted_MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, false) }
     counted_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 #[inline(never)]
@@ -14183,7 +14377,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true) }
     counted_PMPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
@@ -14211,7 +14405,7 @@ unsafe extern "C" fn counted_MPI_Type_create_indexed_block(count: c_int, blockle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -14220,7 +14414,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_indexed_block(count: c_int, blockl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -14248,7 +14442,7 @@ unsafe extern "C" fn counted_MPI_Type_create_struct(count: c_int, array_of_block
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, false) }
     counted_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 #[inline(never)]
@@ -14257,7 +14451,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_struct(count: c_int, array_of_bloc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, true) }
     counted_PMPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
@@ -14285,7 +14479,7 @@ unsafe extern "C" fn counted_MPI_Type_create_subarray(ndims: c_int, size_array: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, false) }
     counted_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -14294,7 +14488,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_subarray(ndims: c_int, size_array:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
@@ -14322,7 +14516,7 @@ unsafe extern "C" fn counted_MPI_Type_create_resized(oldtype: MPI_Datatype, lb: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, false) }
     counted_MPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 #[inline(never)]
@@ -14331,7 +14525,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_resized(oldtype: MPI_Datatype, lb:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, true) }
     counted_PMPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 
@@ -14359,7 +14553,7 @@ unsafe extern "C" fn counted_MPI_Type_delete_attr(r#type: MPI_Datatype, type_key
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_delete_attr(r#type, type_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Type_delete_attr(r#type, type_keyval, false) }
     counted_MPI_Type_delete_attr(r#type, type_keyval)
 }
 #[inline(never)]
@@ -14368,7 +14562,7 @@ unsafe extern "C" fn counted_PMPI_Type_delete_attr(r#type: MPI_Datatype, type_ke
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_delete_attr(r#type, type_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Type_delete_attr(r#type, type_keyval, true) }
     counted_PMPI_Type_delete_attr(r#type, type_keyval)
 }
 
@@ -14396,7 +14590,7 @@ unsafe extern "C" fn counted_MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_dup(r#type, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_dup(r#type, newtype, false) }
     counted_MPI_Type_dup(r#type, newtype)
 }
 #[inline(never)]
@@ -14405,7 +14599,7 @@ unsafe extern "C" fn counted_PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_dup(r#type, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_dup(r#type, newtype, true) }
     counted_PMPI_Type_dup(r#type, newtype)
 }
 
@@ -14438,7 +14632,7 @@ unsafe extern "C" fn counted_MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free(r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_free(r#type, false) }
     counted_MPI_Type_free(r#type)
 }
 #[inline(never)]
@@ -14447,7 +14641,7 @@ unsafe extern "C" fn counted_PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free(r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_free(r#type, true) }
     counted_PMPI_Type_free(r#type)
 }
 
@@ -14475,7 +14669,7 @@ unsafe extern "C" fn counted_MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free_keyval(type_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Type_free_keyval(type_keyval, false) }
     counted_MPI_Type_free_keyval(type_keyval)
 }
 #[inline(never)]
@@ -14484,7 +14678,7 @@ unsafe extern "C" fn counted_PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free_keyval(type_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Type_free_keyval(type_keyval, true) }
     counted_PMPI_Type_free_keyval(type_keyval)
 }
 
@@ -14512,7 +14706,7 @@ unsafe extern "C" fn counted_MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, false) }
     counted_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -14521,7 +14715,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyva
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, true) }
     counted_PMPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 
@@ -14549,7 +14743,7 @@ unsafe extern "C" fn counted_MPI_Type_get_contents(mtype: MPI_Datatype, max_inte
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, false) }
     counted_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 #[inline(never)]
@@ -14558,7 +14752,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_contents(mtype: MPI_Datatype, max_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, true) }
     counted_PMPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
@@ -14586,7 +14780,7 @@ unsafe extern "C" fn counted_MPI_Type_get_envelope(r#type: MPI_Datatype, num_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, false) }
     counted_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 #[inline(never)]
@@ -14595,7 +14789,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_envelope(r#type: MPI_Datatype, num_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, true) }
     counted_PMPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
@@ -14623,7 +14817,7 @@ unsafe extern "C" fn counted_MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent(r#type, lb, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent(r#type, lb, extent, false) }
     counted_MPI_Type_get_extent(r#type, lb, extent)
 }
 #[inline(never)]
@@ -14632,7 +14826,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent(r#type, lb, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent(r#type, lb, extent, true) }
     counted_PMPI_Type_get_extent(r#type, lb, extent)
 }
 
@@ -14660,7 +14854,7 @@ unsafe extern "C" fn counted_MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_x(r#type, lb, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_x(r#type, lb, extent, false) }
     counted_MPI_Type_get_extent_x(r#type, lb, extent)
 }
 #[inline(never)]
@@ -14669,7 +14863,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_x(r#type, lb, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_x(r#type, lb, extent, true) }
     counted_PMPI_Type_get_extent_x(r#type, lb, extent)
 }
 
@@ -14697,7 +14891,7 @@ unsafe extern "C" fn counted_MPI_Type_get_name(r#type: MPI_Datatype, type_name: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_name(r#type, type_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_name(r#type, type_name, resultlen, false) }
     counted_MPI_Type_get_name(r#type, type_name, resultlen)
 }
 #[inline(never)]
@@ -14706,7 +14900,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_name(r#type: MPI_Datatype, type_name:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_name(r#type, type_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_name(r#type, type_name, resultlen, true) }
     counted_PMPI_Type_get_name(r#type, type_name, resultlen)
 }
 
@@ -14734,7 +14928,7 @@ unsafe extern "C" fn counted_MPI_Type_get_true_extent(datatype: MPI_Datatype, tr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, false) }
     counted_MPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 #[inline(never)]
@@ -14743,7 +14937,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_true_extent(datatype: MPI_Datatype, t
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, true) }
     counted_PMPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 
@@ -14771,7 +14965,7 @@ unsafe extern "C" fn counted_MPI_Type_get_true_extent_x(datatype: MPI_Datatype, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, false) }
     counted_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 #[inline(never)]
@@ -14780,7 +14974,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_true_extent_x(datatype: MPI_Datatype,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, true) }
     counted_PMPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 
@@ -14808,7 +15002,7 @@ unsafe extern "C" fn counted_MPI_Type_indexed(count: c_int, array_of_blocklength
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -14817,7 +15011,7 @@ unsafe extern "C" fn counted_PMPI_Type_indexed(count: c_int, array_of_blocklengt
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -14845,7 +15039,7 @@ unsafe extern "C" fn counted_MPI_Type_match_size(typeclass: c_int, size: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_match_size(typeclass, size, r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_match_size(typeclass, size, r#type, false) }
     counted_MPI_Type_match_size(typeclass, size, r#type)
 }
 #[inline(never)]
@@ -14854,7 +15048,7 @@ unsafe extern "C" fn counted_PMPI_Type_match_size(typeclass: c_int, size: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_match_size(typeclass, size, r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_match_size(typeclass, size, r#type, true) }
     counted_PMPI_Type_match_size(typeclass, size, r#type)
 }
 
@@ -14882,7 +15076,7 @@ unsafe extern "C" fn counted_MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, false) }
+    if !rt::plain_here() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, false) }
     counted_MPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 #[inline(never)]
@@ -14891,7 +15085,7 @@ unsafe extern "C" fn counted_PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyva
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, true) }
+    if !rt::plain_here() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, true) }
     counted_PMPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 
@@ -14919,7 +15113,7 @@ unsafe extern "C" fn counted_MPI_Type_set_name(r#type: MPI_Datatype, type_name: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_name(r#type, type_name, false) }
+    if !rt::plain_here() { return general_MPI_Type_set_name(r#type, type_name, false) }
     counted_MPI_Type_set_name(r#type, type_name)
 }
 #[inline(never)]
@@ -14928,7 +15122,7 @@ unsafe extern "C" fn counted_PMPI_Type_set_name(r#type: MPI_Datatype, type_name:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_name(r#type, type_name, true) }
+    if !rt::plain_here() { return general_MPI_Type_set_name(r#type, type_name, true) }
     counted_PMPI_Type_set_name(r#type, type_name)
 }
 
@@ -14956,7 +15150,7 @@ unsafe extern "C" fn counted_MPI_Type_size(r#type: MPI_Datatype, size: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size(r#type, size, false) }
+    if !rt::plain_here() { return general_MPI_Type_size(r#type, size, false) }
     counted_MPI_Type_size(r#type, size)
 }
 #[inline(never)]
@@ -14965,7 +15159,7 @@ unsafe extern "C" fn counted_PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size(r#type, size, true) }
+    if !rt::plain_here() { return general_MPI_Type_size(r#type, size, true) }
     counted_PMPI_Type_size(r#type, size)
 }
 
@@ -14993,7 +15187,7 @@ unsafe extern "C" fn counted_MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_x(r#type, size, false) }
+    if !rt::plain_here() { return general_MPI_Type_size_x(r#type, size, false) }
     counted_MPI_Type_size_x(r#type, size)
 }
 #[inline(never)]
@@ -15002,7 +15196,7 @@ unsafe extern "C" fn counted_PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_x(r#type, size, true) }
+    if !rt::plain_here() { return general_MPI_Type_size_x(r#type, size, true) }
     counted_PMPI_Type_size_x(r#type, size)
 }
 
@@ -15030,7 +15224,7 @@ unsafe extern "C" fn counted_MPI_Type_vector(count: c_int, blocklength: c_int, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -15039,7 +15233,7 @@ unsafe extern "C" fn counted_PMPI_Type_vector(count: c_int, blocklength: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -15067,7 +15261,7 @@ unsafe extern "C" fn counted_MPI_Unpack(inbuf: *const c_void, insize: c_int, pos
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
     counted_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 #[inline(never)]
@@ -15076,7 +15270,7 @@ unsafe extern "C" fn counted_PMPI_Unpack(inbuf: *const c_void, insize: c_int, po
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
     counted_PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
@@ -15104,7 +15298,7 @@ unsafe extern "C" fn counted_MPI_Unpack_external(datarep: *const c_char, inbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
+    if !rt::plain_here() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
     counted_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 #[inline(never)]
@@ -15113,7 +15307,7 @@ unsafe extern "C" fn counted_PMPI_Unpack_external(datarep: *const c_char, inbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
+    if !rt::plain_here() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
     counted_PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
@@ -15141,7 +15335,7 @@ unsafe extern "C" fn counted_MPI_Address(location: *mut c_void, address: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Address(location: *mut c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Address(location, address, false) }
+    if !rt::plain_here() { return general_MPI_Address(location, address, false) }
     counted_MPI_Address(location, address)
 }
 #[inline(never)]
@@ -15150,7 +15344,7 @@ unsafe extern "C" fn counted_PMPI_Address(location: *mut c_void, address: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Address(location: *mut c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Address(location, address, true) }
+    if !rt::plain_here() { return general_MPI_Address(location, address, true) }
     counted_PMPI_Address(location, address)
 }
 
@@ -15178,7 +15372,7 @@ unsafe extern "C" fn counted_MPI_Pack_c(inbuf: *const c_void, incount: MPI_Count
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
+    if !rt::plain_here() { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
     counted_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 #[inline(never)]
@@ -15187,7 +15381,7 @@ unsafe extern "C" fn counted_PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
+    if !rt::plain_here() { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
     counted_PMPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
@@ -15215,7 +15409,7 @@ unsafe extern "C" fn counted_MPI_Pack_external_c(datarep: *const c_char, inbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
     counted_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 #[inline(never)]
@@ -15224,7 +15418,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external_c(datarep: *const c_char, inbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_c(datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
     counted_PMPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
@@ -15252,7 +15446,7 @@ unsafe extern "C" fn counted_MPI_Pack_external_size_c(datarep: *const c_char, in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, false) }
     counted_MPI_Pack_external_size_c(datarep, incount, datatype, size)
 }
 #[inline(never)]
@@ -15261,7 +15455,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external_size_c(datarep: *const c_char, i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size_c(datarep: *const c_char, incount: MPI_Count, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, true) }
     counted_PMPI_Pack_external_size_c(datarep, incount, datatype, size)
 }
 
@@ -15289,7 +15483,7 @@ unsafe extern "C" fn counted_MPI_Pack_size_c(incount: MPI_Count, datatype: MPI_D
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size_c(incount, datatype, comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_size_c(incount, datatype, comm, size, false) }
     counted_MPI_Pack_size_c(incount, datatype, comm, size)
 }
 #[inline(never)]
@@ -15298,7 +15492,7 @@ unsafe extern "C" fn counted_PMPI_Pack_size_c(incount: MPI_Count, datatype: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size_c(incount, datatype, comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_size_c(incount, datatype, comm, size, true) }
     counted_PMPI_Pack_size_c(incount, datatype, comm, size)
 }
 
@@ -15326,7 +15520,7 @@ unsafe extern "C" fn counted_MPI_Type_contiguous_c(count: MPI_Count, oldtype: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous_c(count, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous_c(count, oldtype, newtype, false) }
     counted_MPI_Type_contiguous_c(count, oldtype, newtype)
 }
 #[inline(never)]
@@ -15335,7 +15529,7 @@ unsafe extern "C" fn counted_PMPI_Type_contiguous_c(count: MPI_Count, oldtype: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous_c(count, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous_c(count, oldtype, newtype, true) }
     counted_PMPI_Type_contiguous_c(count, oldtype, newtype)
 }
 
@@ -15363,7 +15557,7 @@ unsafe extern "C" fn counted_MPI_Type_create_darray_c(size: c_int, rank: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, false) }
     counted_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -15372,7 +15566,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_darray_c(size: c_int, rank: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype)
 }
 
@@ -15400,7 +15594,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed_block_c(count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -15409,7 +15603,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed_block_c(count: MPI_Count,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -15437,7 +15631,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed_c(count: MPI_Count, array_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -15446,7 +15640,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed_c(count: MPI_Count, array
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -15474,7 +15668,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hvector_c(count: MPI_Count, blockle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -15483,7 +15677,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hvector_c(count: MPI_Count, blockl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hvector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -15511,7 +15705,7 @@ unsafe extern "C" fn counted_MPI_Type_create_indexed_block_c(count: MPI_Count, b
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -15520,7 +15714,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_indexed_block_c(count: MPI_Count, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c(count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -15548,7 +15742,7 @@ unsafe extern "C" fn counted_MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, false) }
     counted_MPI_Type_create_resized_c(oldtype, lb, extent, newtype)
 }
 #[inline(never)]
@@ -15557,7 +15751,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_resized_c(oldtype: MPI_Datatype, l
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, true) }
     counted_PMPI_Type_create_resized_c(oldtype, lb, extent, newtype)
 }
 
@@ -15585,7 +15779,7 @@ unsafe extern "C" fn counted_MPI_Type_create_struct_c(count: MPI_Count, array_of
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, false) }
     counted_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 #[inline(never)]
@@ -15594,7 +15788,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_struct_c(count: MPI_Count, array_o
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_struct_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, true) }
     counted_PMPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 
@@ -15622,7 +15816,7 @@ unsafe extern "C" fn counted_MPI_Type_create_subarray_c(ndims: c_int, array_of_s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, false) }
     counted_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -15631,7 +15825,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_subarray_c(ndims: c_int, array_of_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray_c(ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype)
 }
 
@@ -15659,7 +15853,7 @@ unsafe extern "C" fn counted_MPI_Type_extent(datatype: MPI_Datatype, extent: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_extent(datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_extent(datatype, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_extent(datatype, extent, false) }
     counted_MPI_Type_extent(datatype, extent)
 }
 #[inline(never)]
@@ -15668,7 +15862,7 @@ unsafe extern "C" fn counted_PMPI_Type_extent(datatype: MPI_Datatype, extent: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_extent(datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_extent(datatype, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_extent(datatype, extent, true) }
     counted_PMPI_Type_extent(datatype, extent)
 }
 
@@ -15696,7 +15890,7 @@ unsafe extern "C" fn counted_MPI_Type_get_contents_c(datatype: MPI_Datatype, max
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, false) }
     counted_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
 }
 #[inline(never)]
@@ -15705,7 +15899,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_contents_c(datatype: MPI_Datatype, ma
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_contents_c(datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, true) }
     counted_PMPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
 }
 
@@ -15733,7 +15927,7 @@ unsafe extern "C" fn counted_MPI_Type_get_envelope_c(datatype: MPI_Datatype, num
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, false) }
     counted_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner)
 }
 #[inline(never)]
@@ -15742,7 +15936,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_envelope_c(datatype: MPI_Datatype, nu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope_c(datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, true) }
     counted_PMPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner)
 }
 
@@ -15770,7 +15964,7 @@ unsafe extern "C" fn counted_MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_c(datatype, lb, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_c(datatype, lb, extent, false) }
     counted_MPI_Type_get_extent_c(datatype, lb, extent)
 }
 #[inline(never)]
@@ -15779,7 +15973,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_extent_c(datatype: MPI_Datatype, lb: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_c(datatype, lb, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_c(datatype, lb, extent, true) }
     counted_PMPI_Type_get_extent_c(datatype, lb, extent)
 }
 
@@ -15807,7 +16001,7 @@ unsafe extern "C" fn counted_MPI_Type_get_true_extent_c(datatype: MPI_Datatype, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, false) }
     counted_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent)
 }
 #[inline(never)]
@@ -15816,7 +16010,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_true_extent_c(datatype: MPI_Datatype,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, true) }
     counted_PMPI_Type_get_true_extent_c(datatype, true_lb, true_extent)
 }
 
@@ -15844,7 +16038,7 @@ unsafe extern "C" fn counted_MPI_Type_hindexed(count: c_int, array_of_blocklengt
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -15853,7 +16047,7 @@ unsafe extern "C" fn counted_PMPI_Type_hindexed(count: c_int, array_of_blockleng
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_hindexed(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -15881,7 +16075,7 @@ unsafe extern "C" fn counted_MPI_Type_hvector(count: c_int, blocklength: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -15890,7 +16084,7 @@ unsafe extern "C" fn counted_PMPI_Type_hvector(count: c_int, blocklength: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -15918,7 +16112,7 @@ unsafe extern "C" fn counted_MPI_Type_indexed_c(count: MPI_Count, array_of_block
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -15927,7 +16121,7 @@ unsafe extern "C" fn counted_PMPI_Type_indexed_c(count: MPI_Count, array_of_bloc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_indexed_c(count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -15955,7 +16149,7 @@ unsafe extern "C" fn counted_MPI_Type_lb(datatype: MPI_Datatype, displacement: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_lb(datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_lb(datatype, displacement, false) }
+    if !rt::plain_here() { return general_MPI_Type_lb(datatype, displacement, false) }
     counted_MPI_Type_lb(datatype, displacement)
 }
 #[inline(never)]
@@ -15964,7 +16158,7 @@ unsafe extern "C" fn counted_PMPI_Type_lb(datatype: MPI_Datatype, displacement: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_lb(datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_lb(datatype, displacement, true) }
+    if !rt::plain_here() { return general_MPI_Type_lb(datatype, displacement, true) }
     counted_PMPI_Type_lb(datatype, displacement)
 }
 
@@ -15992,7 +16186,7 @@ unsafe extern "C" fn counted_MPI_Type_size_c(datatype: MPI_Datatype, size: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_c(datatype, size, false) }
+    if !rt::plain_here() { return general_MPI_Type_size_c(datatype, size, false) }
     counted_MPI_Type_size_c(datatype, size)
 }
 #[inline(never)]
@@ -16001,7 +16195,7 @@ unsafe extern "C" fn counted_PMPI_Type_size_c(datatype: MPI_Datatype, size: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_c(datatype, size, true) }
+    if !rt::plain_here() { return general_MPI_Type_size_c(datatype, size, true) }
     counted_PMPI_Type_size_c(datatype, size)
 }
 
@@ -16029,7 +16223,7 @@ unsafe extern "C" fn counted_MPI_Type_struct(count: c_int, array_of_blocklengths
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, false) }
     counted_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 #[inline(never)]
@@ -16038,7 +16232,7 @@ unsafe extern "C" fn counted_PMPI_Type_struct(count: c_int, array_of_blocklength
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_struct(count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, true) }
     counted_PMPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 
@@ -16066,7 +16260,7 @@ unsafe extern "C" fn counted_MPI_Type_ub(datatype: MPI_Datatype, displacement: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_ub(datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_ub(datatype, displacement, false) }
+    if !rt::plain_here() { return general_MPI_Type_ub(datatype, displacement, false) }
     counted_MPI_Type_ub(datatype, displacement)
 }
 #[inline(never)]
@@ -16075,7 +16269,7 @@ unsafe extern "C" fn counted_PMPI_Type_ub(datatype: MPI_Datatype, displacement: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_ub(datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_ub(datatype, displacement, true) }
+    if !rt::plain_here() { return general_MPI_Type_ub(datatype, displacement, true) }
     counted_PMPI_Type_ub(datatype, displacement)
 }
 
@@ -16103,7 +16297,7 @@ unsafe extern "C" fn counted_MPI_Type_vector_c(count: MPI_Count, blocklength: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -16112,7 +16306,7 @@ unsafe extern "C" fn counted_PMPI_Type_vector_c(count: MPI_Count, blocklength: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_vector_c(count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_vector_c(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -16140,7 +16334,7 @@ unsafe extern "C" fn counted_MPI_Unpack_c(inbuf: *const c_void, insize: MPI_Coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
     counted_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 #[inline(never)]
@@ -16149,7 +16343,7 @@ unsafe extern "C" fn counted_PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
     counted_PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
@@ -16177,7 +16371,7 @@ unsafe extern "C" fn counted_MPI_Unpack_external_c(datarep: *const c_char, inbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
+    if !rt::plain_here() { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
     counted_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 #[inline(never)]
@@ -16186,7 +16380,7 @@ unsafe extern "C" fn counted_PMPI_Unpack_external_c(datarep: *const c_char, inbu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
+    if !rt::plain_here() { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
     counted_PMPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
@@ -16214,7 +16408,7 @@ unsafe extern "C" fn counted_MPI_Close_port(port_name: *const c_char) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Close_port(port_name, false) }
+    if !rt::plain_here() { return general_MPI_Close_port(port_name, false) }
     counted_MPI_Close_port(port_name)
 }
 #[inline(never)]
@@ -16223,7 +16417,7 @@ unsafe extern "C" fn counted_PMPI_Close_port(port_name: *const c_char) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Close_port(port_name, true) }
+    if !rt::plain_here() { return general_MPI_Close_port(port_name, true) }
     counted_PMPI_Close_port(port_name)
 }
 
@@ -16251,7 +16445,7 @@ unsafe extern "C" fn counted_MPI_Comm_accept(port_name: *const c_char, info: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, false) }
     counted_MPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 #[inline(never)]
@@ -16260,7 +16454,7 @@ unsafe extern "C" fn counted_PMPI_Comm_accept(port_name: *const c_char, info: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, true) }
     counted_PMPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 
@@ -16288,7 +16482,7 @@ unsafe extern "C" fn counted_MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_call_errhandler(comm, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Comm_call_errhandler(comm, errorcode, false) }
     counted_MPI_Comm_call_errhandler(comm, errorcode)
 }
 #[inline(never)]
@@ -16297,7 +16491,7 @@ unsafe extern "C" fn counted_PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_call_errhandler(comm, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Comm_call_errhandler(comm, errorcode, true) }
     counted_PMPI_Comm_call_errhandler(comm, errorcode)
 }
 
@@ -16325,7 +16519,7 @@ unsafe extern "C" fn counted_MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_compare(comm1, comm2, result, false) }
+    if !rt::plain_here() { return general_MPI_Comm_compare(comm1, comm2, result, false) }
     counted_MPI_Comm_compare(comm1, comm2, result)
 }
 #[inline(never)]
@@ -16334,7 +16528,7 @@ unsafe extern "C" fn counted_PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_compare(comm1, comm2, result, true) }
+    if !rt::plain_here() { return general_MPI_Comm_compare(comm1, comm2, result, true) }
     counted_PMPI_Comm_compare(comm1, comm2, result)
 }
 
@@ -16362,7 +16556,7 @@ unsafe extern "C" fn counted_MPI_Comm_connect(port_name: *const c_char, info: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, false) }
     counted_MPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 #[inline(never)]
@@ -16371,7 +16565,7 @@ unsafe extern "C" fn counted_PMPI_Comm_connect(port_name: *const c_char, info: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, true) }
     counted_PMPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 
@@ -16399,7 +16593,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_errhandler(function: MPI_Comm_errha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_errhandler(function, errhandler, false) }
     counted_MPI_Comm_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -16408,7 +16602,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_errhandler(function: MPI_Comm_errh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_errhandler(function, errhandler, true) }
     counted_PMPI_Comm_create_errhandler(function, errhandler)
 }
 
@@ -16436,7 +16630,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false) }
     counted_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 #[inline(never)]
@@ -16445,7 +16639,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, true) }
     counted_PMPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
@@ -16473,7 +16667,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, false) }
     counted_MPI_Comm_create_group(comm, group, tag, newcomm)
 }
 #[inline(never)]
@@ -16482,7 +16676,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, true) }
     counted_PMPI_Comm_create_group(comm, group, tag, newcomm)
 }
 
@@ -16510,7 +16704,7 @@ unsafe extern "C" fn counted_MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, n
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create(comm, group, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create(comm, group, newcomm, false) }
     counted_MPI_Comm_create(comm, group, newcomm)
 }
 #[inline(never)]
@@ -16519,7 +16713,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create(comm, group, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create(comm, group, newcomm, true) }
     counted_PMPI_Comm_create(comm, group, newcomm)
 }
 
@@ -16547,7 +16741,7 @@ unsafe extern "C" fn counted_MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_delete_attr(comm, comm_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Comm_delete_attr(comm, comm_keyval, false) }
     counted_MPI_Comm_delete_attr(comm, comm_keyval)
 }
 #[inline(never)]
@@ -16556,7 +16750,7 @@ unsafe extern "C" fn counted_PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_delete_attr(comm, comm_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Comm_delete_attr(comm, comm_keyval, true) }
     counted_PMPI_Comm_delete_attr(comm, comm_keyval)
 }
 
@@ -16589,7 +16783,7 @@ unsafe extern "C" fn counted_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_disconnect(comm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_disconnect(comm, false) }
     counted_MPI_Comm_disconnect(comm)
 }
 #[inline(never)]
@@ -16598,7 +16792,7 @@ unsafe extern "C" fn counted_PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_disconnect(comm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_disconnect(comm, true) }
     counted_PMPI_Comm_disconnect(comm)
 }
 
@@ -16626,7 +16820,7 @@ unsafe extern "C" fn counted_MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup(comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_dup(comm, newcomm, false) }
     counted_MPI_Comm_dup(comm, newcomm)
 }
 #[inline(never)]
@@ -16635,7 +16829,7 @@ unsafe extern "C" fn counted_PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup(comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_dup(comm, newcomm, true) }
     counted_PMPI_Comm_dup(comm, newcomm)
 }
 
@@ -16663,7 +16857,7 @@ unsafe extern "C" fn counted_MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup(comm, newcomm, request, false) }
+    if !rt::plain_here() { return general_MPI_Comm_idup(comm, newcomm, request, false) }
     counted_MPI_Comm_idup(comm, newcomm, request)
 }
 #[inline(never)]
@@ -16672,7 +16866,7 @@ unsafe extern "C" fn counted_PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup(comm, newcomm, request, true) }
+    if !rt::plain_here() { return general_MPI_Comm_idup(comm, newcomm, request, true) }
     counted_PMPI_Comm_idup(comm, newcomm, request)
 }
 
@@ -16700,7 +16894,7 @@ unsafe extern "C" fn counted_MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_In
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, false) }
     counted_MPI_Comm_dup_with_info(comm, info, newcomm)
 }
 #[inline(never)]
@@ -16709,7 +16903,7 @@ unsafe extern "C" fn counted_PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_I
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, true) }
     counted_PMPI_Comm_dup_with_info(comm, info, newcomm)
 }
 
@@ -16737,7 +16931,7 @@ unsafe extern "C" fn counted_MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free_keyval(comm_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Comm_free_keyval(comm_keyval, false) }
     counted_MPI_Comm_free_keyval(comm_keyval)
 }
 #[inline(never)]
@@ -16746,7 +16940,7 @@ unsafe extern "C" fn counted_PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free_keyval(comm_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Comm_free_keyval(comm_keyval, true) }
     counted_PMPI_Comm_free_keyval(comm_keyval)
 }
 
@@ -16779,7 +16973,7 @@ unsafe extern "C" fn counted_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free(comm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_free(comm, false) }
     counted_MPI_Comm_free(comm)
 }
 #[inline(never)]
@@ -16788,7 +16982,7 @@ unsafe extern "C" fn counted_PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free(comm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_free(comm, true) }
     counted_PMPI_Comm_free(comm)
 }
 
@@ -16816,7 +17010,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, false) }
     counted_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -16825,7 +17019,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, true) }
     counted_PMPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 
@@ -16853,7 +17047,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_errhandler(comm, erhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_errhandler(comm, erhandler, false) }
     counted_MPI_Comm_get_errhandler(comm, erhandler)
 }
 #[inline(never)]
@@ -16862,7 +17056,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_errhandler(comm, erhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_errhandler(comm, erhandler, true) }
     counted_PMPI_Comm_get_errhandler(comm, erhandler)
 }
 
@@ -16890,7 +17084,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_info(comm, info_used, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_info(comm, info_used, false) }
     counted_MPI_Comm_get_info(comm, info_used)
 }
 #[inline(never)]
@@ -16899,7 +17093,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_info(comm, info_used, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_info(comm, info_used, true) }
     counted_PMPI_Comm_get_info(comm, info_used)
 }
 
@@ -16927,7 +17121,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, false) }
     counted_MPI_Comm_get_name(comm, comm_name, resultlen)
 }
 #[inline(never)]
@@ -16936,7 +17130,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, true) }
     counted_PMPI_Comm_get_name(comm, comm_name, resultlen)
 }
 
@@ -16964,7 +17158,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_parent(parent, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_parent(parent, false) }
     counted_MPI_Comm_get_parent(parent)
 }
 #[inline(never)]
@@ -16973,7 +17167,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_parent(parent, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_parent(parent, true) }
     counted_PMPI_Comm_get_parent(parent)
 }
 
@@ -17001,7 +17195,7 @@ unsafe extern "C" fn counted_MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Grou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_group(comm, group, false) }
+    if !rt::plain_here() { return general_MPI_Comm_group(comm, group, false) }
     counted_MPI_Comm_group(comm, group)
 }
 #[inline(never)]
@@ -17010,7 +17204,7 @@ unsafe extern "C" fn counted_PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_group(comm, group, true) }
+    if !rt::plain_here() { return general_MPI_Comm_group(comm, group, true) }
     counted_PMPI_Comm_group(comm, group)
 }
 
@@ -17038,7 +17232,7 @@ unsafe extern "C" fn counted_MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_join(fd, intercomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_join(fd, intercomm, false) }
     counted_MPI_Comm_join(fd, intercomm)
 }
 #[inline(never)]
@@ -17047,7 +17241,7 @@ unsafe extern "C" fn counted_PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_join(fd, intercomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_join(fd, intercomm, true) }
     counted_PMPI_Comm_join(fd, intercomm)
 }
 
@@ -17078,7 +17272,7 @@ unsafe extern "C" fn counted_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_rank(comm, rank, false) }
+    if !rt::plain_here() { return general_MPI_Comm_rank(comm, rank, false) }
     counted_MPI_Comm_rank(comm, rank)
 }
 #[inline(never)]
@@ -17089,7 +17283,7 @@ unsafe extern "C" fn counted_PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) ->
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_rank(comm, rank, true) }
+    if !rt::plain_here() { return general_MPI_Comm_rank(comm, rank, true) }
     counted_PMPI_Comm_rank(comm, rank)
 }
 
@@ -17117,7 +17311,7 @@ unsafe extern "C" fn counted_MPI_Comm_remote_group(comm: MPI_Comm, group: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_group(comm, group, false) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_group(comm, group, false) }
     counted_MPI_Comm_remote_group(comm, group)
 }
 #[inline(never)]
@@ -17126,7 +17320,7 @@ unsafe extern "C" fn counted_PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_group(comm, group, true) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_group(comm, group, true) }
     counted_PMPI_Comm_remote_group(comm, group)
 }
 
@@ -17154,7 +17348,7 @@ unsafe extern "C" fn counted_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_size(comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_size(comm, size, false) }
     counted_MPI_Comm_remote_size(comm, size)
 }
 #[inline(never)]
@@ -17163,7 +17357,7 @@ unsafe extern "C" fn counted_PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_size(comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_size(comm, size, true) }
     counted_PMPI_Comm_remote_size(comm, size)
 }
 
@@ -17191,7 +17385,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, false) }
     counted_MPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 #[inline(never)]
@@ -17200,7 +17394,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, true) }
     counted_PMPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 
@@ -17228,7 +17422,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_errhandler(comm, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_errhandler(comm, errhandler, false) }
     counted_MPI_Comm_set_errhandler(comm, errhandler)
 }
 #[inline(never)]
@@ -17237,7 +17431,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_errhandler(comm, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_errhandler(comm, errhandler, true) }
     counted_PMPI_Comm_set_errhandler(comm, errhandler)
 }
 
@@ -17265,7 +17459,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_info(comm, info, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_info(comm, info, false) }
     counted_MPI_Comm_set_info(comm, info)
 }
 #[inline(never)]
@@ -17274,7 +17468,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_info(comm, info, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_info(comm, info, true) }
     counted_PMPI_Comm_set_info(comm, info)
 }
 
@@ -17302,7 +17496,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_name(comm, comm_name, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_name(comm, comm_name, false) }
     counted_MPI_Comm_set_name(comm, comm_name)
 }
 #[inline(never)]
@@ -17311,7 +17505,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_name(comm, comm_name, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_name(comm, comm_name, true) }
     counted_PMPI_Comm_set_name(comm, comm_name)
 }
 
@@ -17342,7 +17536,7 @@ unsafe extern "C" fn counted_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_size(comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Comm_size(comm, size, false) }
     counted_MPI_Comm_size(comm, size)
 }
 #[inline(never)]
@@ -17353,7 +17547,7 @@ unsafe extern "C" fn counted_PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) ->
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_size(comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Comm_size(comm, size, true) }
     counted_PMPI_Comm_size(comm, size)
 }
 
@@ -17381,7 +17575,7 @@ unsafe extern "C" fn counted_MPI_Comm_spawn(command: *const c_char, argv: *mut *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, false) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, false) }
     counted_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 #[inline(never)]
@@ -17390,7 +17584,7 @@ unsafe extern "C" fn counted_PMPI_Comm_spawn(command: *const c_char, argv: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, true) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, true) }
     counted_PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
@@ -17418,7 +17612,7 @@ unsafe extern "C" fn counted_MPI_Comm_spawn_multiple(count: c_int, array_of_comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, false) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, false) }
     counted_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 #[inline(never)]
@@ -17427,7 +17621,7 @@ unsafe extern "C" fn counted_PMPI_Comm_spawn_multiple(count: c_int, array_of_com
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, true) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, true) }
     counted_PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
@@ -17455,7 +17649,7 @@ unsafe extern "C" fn counted_MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split(comm, color, key, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_split(comm, color, key, newcomm, false) }
     counted_MPI_Comm_split(comm, color, key, newcomm)
 }
 #[inline(never)]
@@ -17464,7 +17658,7 @@ unsafe extern "C" fn counted_PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split(comm, color, key, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_split(comm, color, key, newcomm, true) }
     counted_PMPI_Comm_split(comm, color, key, newcomm)
 }
 
@@ -17492,7 +17686,7 @@ unsafe extern "C" fn counted_MPI_Comm_split_type(comm: MPI_Comm, split_type: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, false) }
     counted_MPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 #[inline(never)]
@@ -17501,7 +17695,7 @@ unsafe extern "C" fn counted_PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, true) }
     counted_PMPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 
@@ -17529,7 +17723,7 @@ unsafe extern "C" fn counted_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_test_inter(comm, flag, false) }
+    if !rt::plain_here() { return general_MPI_Comm_test_inter(comm, flag, false) }
     counted_MPI_Comm_test_inter(comm, flag)
 }
 #[inline(never)]
@@ -17538,7 +17732,7 @@ unsafe extern "C" fn counted_PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_test_inter(comm, flag, true) }
+    if !rt::plain_here() { return general_MPI_Comm_test_inter(comm, flag, true) }
     counted_PMPI_Comm_test_inter(comm, flag)
 }
 
@@ -17566,7 +17760,7 @@ unsafe extern "C" fn counted_MPI_Errhandler_free(errhandler: *mut MPI_Errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_free(errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Errhandler_free(errhandler, false) }
     counted_MPI_Errhandler_free(errhandler)
 }
 #[inline(never)]
@@ -17575,7 +17769,7 @@ unsafe extern "C" fn counted_PMPI_Errhandler_free(errhandler: *mut MPI_Errhandle
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_free(errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Errhandler_free(errhandler, true) }
     counted_PMPI_Errhandler_free(errhandler)
 }
 
@@ -17603,7 +17797,7 @@ unsafe extern "C" fn counted_MPI_Group_compare(group1: MPI_Group, group2: MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_compare(group1, group2, result, false) }
+    if !rt::plain_here() { return general_MPI_Group_compare(group1, group2, result, false) }
     counted_MPI_Group_compare(group1, group2, result)
 }
 #[inline(never)]
@@ -17612,7 +17806,7 @@ unsafe extern "C" fn counted_PMPI_Group_compare(group1: MPI_Group, group2: MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_compare(group1, group2, result, true) }
+    if !rt::plain_here() { return general_MPI_Group_compare(group1, group2, result, true) }
     counted_PMPI_Group_compare(group1, group2, result)
 }
 
@@ -17640,7 +17834,7 @@ unsafe extern "C" fn counted_MPI_Group_difference(group1: MPI_Group, group2: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_difference(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_difference(group1, group2, newgroup, false) }
     counted_MPI_Group_difference(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -17649,7 +17843,7 @@ unsafe extern "C" fn counted_PMPI_Group_difference(group1: MPI_Group, group2: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_difference(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_difference(group1, group2, newgroup, true) }
     counted_PMPI_Group_difference(group1, group2, newgroup)
 }
 
@@ -17677,7 +17871,7 @@ unsafe extern "C" fn counted_MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_excl(group, n, ranks, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_excl(group, n, ranks, newgroup, false) }
     counted_MPI_Group_excl(group, n, ranks, newgroup)
 }
 #[inline(never)]
@@ -17686,7 +17880,7 @@ unsafe extern "C" fn counted_PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_excl(group, n, ranks, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_excl(group, n, ranks, newgroup, true) }
     counted_PMPI_Group_excl(group, n, ranks, newgroup)
 }
 
@@ -17714,7 +17908,7 @@ unsafe extern "C" fn counted_MPI_Group_free(group: *mut MPI_Group) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_free(group, false) }
+    if !rt::plain_here() { return general_MPI_Group_free(group, false) }
     counted_MPI_Group_free(group)
 }
 #[inline(never)]
@@ -17723,7 +17917,7 @@ unsafe extern "C" fn counted_PMPI_Group_free(group: *mut MPI_Group) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_free(group, true) }
+    if !rt::plain_here() { return general_MPI_Group_free(group, true) }
     counted_PMPI_Group_free(group)
 }
 
@@ -17751,7 +17945,7 @@ unsafe extern "C" fn counted_MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_incl(group, n, ranks, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_incl(group, n, ranks, newgroup, false) }
     counted_MPI_Group_incl(group, n, ranks, newgroup)
 }
 #[inline(never)]
@@ -17760,7 +17954,7 @@ unsafe extern "C" fn counted_PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_incl(group, n, ranks, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_incl(group, n, ranks, newgroup, true) }
     counted_PMPI_Group_incl(group, n, ranks, newgroup)
 }
 
@@ -17788,7 +17982,7 @@ unsafe extern "C" fn counted_MPI_Group_intersection(group1: MPI_Group, group2: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_intersection(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_intersection(group1, group2, newgroup, false) }
     counted_MPI_Group_intersection(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -17797,7 +17991,7 @@ unsafe extern "C" fn counted_PMPI_Group_intersection(group1: MPI_Group, group2: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_intersection(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_intersection(group1, group2, newgroup, true) }
     counted_PMPI_Group_intersection(group1, group2, newgroup)
 }
 
@@ -17825,7 +18019,7 @@ unsafe extern "C" fn counted_MPI_Group_range_excl(group: MPI_Group, n: c_int, ra
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, false) }
     counted_MPI_Group_range_excl(group, n, ranges, newgroup)
 }
 #[inline(never)]
@@ -17834,7 +18028,7 @@ unsafe extern "C" fn counted_PMPI_Group_range_excl(group: MPI_Group, n: c_int, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, true) }
     counted_PMPI_Group_range_excl(group, n, ranges, newgroup)
 }
 
@@ -17862,7 +18056,7 @@ unsafe extern "C" fn counted_MPI_Group_range_incl(group: MPI_Group, n: c_int, ra
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, false) }
     counted_MPI_Group_range_incl(group, n, ranges, newgroup)
 }
 #[inline(never)]
@@ -17871,7 +18065,7 @@ unsafe extern "C" fn counted_PMPI_Group_range_incl(group: MPI_Group, n: c_int, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, true) }
     counted_PMPI_Group_range_incl(group, n, ranges, newgroup)
 }
 
@@ -17899,7 +18093,7 @@ unsafe extern "C" fn counted_MPI_Group_rank(group: MPI_Group, rank: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_rank(group, rank, false) }
+    if !rt::plain_here() { return general_MPI_Group_rank(group, rank, false) }
     counted_MPI_Group_rank(group, rank)
 }
 #[inline(never)]
@@ -17908,7 +18102,7 @@ unsafe extern "C" fn counted_PMPI_Group_rank(group: MPI_Group, rank: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_rank(group, rank, true) }
+    if !rt::plain_here() { return general_MPI_Group_rank(group, rank, true) }
     counted_PMPI_Group_rank(group, rank)
 }
 
@@ -17936,7 +18130,7 @@ unsafe extern "C" fn counted_MPI_Group_size(group: MPI_Group, size: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_size(group, size, false) }
+    if !rt::plain_here() { return general_MPI_Group_size(group, size, false) }
     counted_MPI_Group_size(group, size)
 }
 #[inline(never)]
@@ -17945,7 +18139,7 @@ unsafe extern "C" fn counted_PMPI_Group_size(group: MPI_Group, size: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_size(group, size, true) }
+    if !rt::plain_here() { return general_MPI_Group_size(group, size, true) }
     counted_PMPI_Group_size(group, size)
 }
 
@@ -17973,7 +18167,7 @@ unsafe extern "C" fn counted_MPI_Group_translate_ranks(group1: MPI_Group, n: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, false) }
+    if !rt::plain_here() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, false) }
     counted_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 #[inline(never)]
@@ -17982,7 +18176,7 @@ unsafe extern "C" fn counted_PMPI_Group_translate_ranks(group1: MPI_Group, n: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, true) }
+    if !rt::plain_here() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, true) }
     counted_PMPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 
@@ -18010,7 +18204,7 @@ unsafe extern "C" fn counted_MPI_Group_union(group1: MPI_Group, group2: MPI_Grou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_union(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_union(group1, group2, newgroup, false) }
     counted_MPI_Group_union(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -18019,7 +18213,7 @@ unsafe extern "C" fn counted_PMPI_Group_union(group1: MPI_Group, group2: MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_union(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_union(group1, group2, newgroup, true) }
     counted_PMPI_Group_union(group1, group2, newgroup)
 }
 
@@ -18047,7 +18241,7 @@ unsafe extern "C" fn counted_MPI_Intercomm_create(local_comm: MPI_Comm, local_le
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, false) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, false) }
     counted_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 #[inline(never)]
@@ -18056,7 +18250,7 @@ unsafe extern "C" fn counted_PMPI_Intercomm_create(local_comm: MPI_Comm, local_l
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, true) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, true) }
     counted_PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
@@ -18084,7 +18278,7 @@ unsafe extern "C" fn counted_MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, false) }
+    if !rt::plain_here() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, false) }
     counted_MPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 #[inline(never)]
@@ -18093,7 +18287,7 @@ unsafe extern "C" fn counted_PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, true) }
+    if !rt::plain_here() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, true) }
     counted_PMPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 
@@ -18121,7 +18315,7 @@ unsafe extern "C" fn counted_MPI_Lookup_name(service_name: *const c_char, info: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Lookup_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Lookup_name(service_name, info, port_name, false) }
     counted_MPI_Lookup_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -18130,7 +18324,7 @@ unsafe extern "C" fn counted_PMPI_Lookup_name(service_name: *const c_char, info:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Lookup_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Lookup_name(service_name, info, port_name, true) }
     counted_PMPI_Lookup_name(service_name, info, port_name)
 }
 
@@ -18158,7 +18352,7 @@ unsafe extern "C" fn counted_MPI_Open_port(info: MPI_Info, port_name: *mut c_cha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Open_port(info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Open_port(info, port_name, false) }
     counted_MPI_Open_port(info, port_name)
 }
 #[inline(never)]
@@ -18167,7 +18361,7 @@ unsafe extern "C" fn counted_PMPI_Open_port(info: MPI_Info, port_name: *mut c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Open_port(info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Open_port(info, port_name, true) }
     counted_PMPI_Open_port(info, port_name)
 }
 
@@ -18195,7 +18389,7 @@ unsafe extern "C" fn counted_MPI_Publish_name(service_name: *const c_char, info:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Publish_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Publish_name(service_name, info, port_name, false) }
     counted_MPI_Publish_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -18204,7 +18398,7 @@ unsafe extern "C" fn counted_PMPI_Publish_name(service_name: *const c_char, info
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Publish_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Publish_name(service_name, info, port_name, true) }
     counted_PMPI_Publish_name(service_name, info, port_name)
 }
 
@@ -18232,7 +18426,7 @@ unsafe extern "C" fn counted_MPI_Unpublish_name(service_name: *const c_char, inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Unpublish_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Unpublish_name(service_name, info, port_name, false) }
     counted_MPI_Unpublish_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -18241,7 +18435,7 @@ unsafe extern "C" fn counted_PMPI_Unpublish_name(service_name: *const c_char, in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Unpublish_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Unpublish_name(service_name, info, port_name, true) }
     counted_PMPI_Unpublish_name(service_name, info, port_name)
 }
 
@@ -18269,7 +18463,7 @@ unsafe extern "C" fn counted_MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_delete(comm, keyval, false) }
+    if !rt::plain_here() { return general_MPI_Attr_delete(comm, keyval, false) }
     counted_MPI_Attr_delete(comm, keyval)
 }
 #[inline(never)]
@@ -18278,7 +18472,7 @@ unsafe extern "C" fn counted_PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_delete(comm, keyval, true) }
+    if !rt::plain_here() { return general_MPI_Attr_delete(comm, keyval, true) }
     counted_PMPI_Attr_delete(comm, keyval)
 }
 
@@ -18306,7 +18500,7 @@ unsafe extern "C" fn counted_MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, false) }
     counted_MPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -18315,7 +18509,7 @@ unsafe extern "C" fn counted_PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attrib
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, true) }
     counted_PMPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 
@@ -18343,7 +18537,7 @@ unsafe extern "C" fn counted_MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_put(comm, keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Attr_put(comm, keyval, attribute_val, false) }
     counted_MPI_Attr_put(comm, keyval, attribute_val)
 }
 #[inline(never)]
@@ -18352,7 +18546,7 @@ unsafe extern "C" fn counted_PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attrib
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_put(comm, keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Attr_put(comm, keyval, attribute_val, true) }
     counted_PMPI_Attr_put(comm, keyval, attribute_val)
 }
 
@@ -18380,7 +18574,7 @@ unsafe extern "C" fn counted_MPI_Keyval_create(copy_fn: MPI_Copy_function, delet
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, false) }
     counted_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 #[inline(never)]
@@ -18389,7 +18583,7 @@ unsafe extern "C" fn counted_PMPI_Keyval_create(copy_fn: MPI_Copy_function, dele
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, true) }
     counted_PMPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 
@@ -18417,7 +18611,7 @@ unsafe extern "C" fn counted_MPI_Keyval_free(keyval: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_free(keyval, false) }
+    if !rt::plain_here() { return general_MPI_Keyval_free(keyval, false) }
     counted_MPI_Keyval_free(keyval)
 }
 #[inline(never)]
@@ -18426,7 +18620,7 @@ unsafe extern "C" fn counted_PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_free(keyval, true) }
+    if !rt::plain_here() { return general_MPI_Keyval_free(keyval, true) }
     counted_PMPI_Keyval_free(keyval)
 }
 
@@ -18454,7 +18648,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_from_group(group: MPI_Group, string
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, false) }
     counted_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm)
 }
 #[inline(never)]
@@ -18463,7 +18657,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_from_group(group: MPI_Group, strin
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_from_group(group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, true) }
     counted_PMPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm)
 }
 
@@ -18491,7 +18685,7 @@ unsafe extern "C" fn counted_MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_I
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, false) }
+    if !rt::plain_here() { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, false) }
     counted_MPI_Comm_idup_with_info(comm, info, newcomm, request)
 }
 #[inline(never)]
@@ -18500,7 +18694,7 @@ unsafe extern "C" fn counted_PMPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, true) }
+    if !rt::plain_here() { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, true) }
     counted_PMPI_Comm_idup_with_info(comm, info, newcomm, request)
 }
 
@@ -18528,7 +18722,7 @@ unsafe extern "C" fn counted_MPI_Errhandler_create(comm_errhandler_fn: MPI_Comm_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_create(comm_errhandler_fn: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, false) }
     counted_MPI_Errhandler_create(comm_errhandler_fn, errhandler)
 }
 #[inline(never)]
@@ -18537,7 +18731,7 @@ unsafe extern "C" fn counted_PMPI_Errhandler_create(comm_errhandler_fn: MPI_Comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_create(comm_errhandler_fn: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, true) }
     counted_PMPI_Errhandler_create(comm_errhandler_fn, errhandler)
 }
 
@@ -18565,7 +18759,7 @@ unsafe extern "C" fn counted_MPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_get(comm, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Errhandler_get(comm, errhandler, false) }
     counted_MPI_Errhandler_get(comm, errhandler)
 }
 #[inline(never)]
@@ -18574,7 +18768,7 @@ unsafe extern "C" fn counted_PMPI_Errhandler_get(comm: MPI_Comm, errhandler: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_get(comm, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Errhandler_get(comm, errhandler, true) }
     counted_PMPI_Errhandler_get(comm, errhandler)
 }
 
@@ -18602,7 +18796,7 @@ unsafe extern "C" fn counted_MPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_set(comm, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Errhandler_set(comm, errhandler, false) }
     counted_MPI_Errhandler_set(comm, errhandler)
 }
 #[inline(never)]
@@ -18611,7 +18805,7 @@ unsafe extern "C" fn counted_PMPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_set(comm, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Errhandler_set(comm, errhandler, true) }
     counted_PMPI_Errhandler_set(comm, errhandler)
 }
 
@@ -18639,7 +18833,7 @@ unsafe extern "C" fn counted_MPI_Group_from_session_pset(session: MPI_Session, p
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_from_session_pset(session: MPI_Session, pset_name: *const c_char, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, false) }
     counted_MPI_Group_from_session_pset(session, pset_name, newgroup)
 }
 #[inline(never)]
@@ -18648,7 +18842,7 @@ unsafe extern "C" fn counted_PMPI_Group_from_session_pset(session: MPI_Session, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_from_session_pset(session: MPI_Session, pset_name: *const c_char, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, true) }
     counted_PMPI_Group_from_session_pset(session, pset_name, newgroup)
 }
 
@@ -18676,7 +18870,7 @@ unsafe extern "C" fn counted_MPI_Intercomm_create_from_groups(local_group: MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, false) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, false) }
     counted_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm)
 }
 #[inline(never)]
@@ -18685,7 +18879,7 @@ unsafe extern "C" fn counted_PMPI_Intercomm_create_from_groups(local_group: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, true) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, true) }
     counted_PMPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm)
 }
 
@@ -18713,7 +18907,7 @@ unsafe extern "C" fn counted_MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdim
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, false) }
+    if !rt::plain_here() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, false) }
     counted_MPI_Cart_coords(comm, rank, maxdims, coords)
 }
 #[inline(never)]
@@ -18722,7 +18916,7 @@ unsafe extern "C" fn counted_PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, true) }
+    if !rt::plain_here() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, true) }
     counted_PMPI_Cart_coords(comm, rank, maxdims, coords)
 }
 
@@ -18750,7 +18944,7 @@ unsafe extern "C" fn counted_MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, false) }
+    if !rt::plain_here() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, false) }
     counted_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 #[inline(never)]
@@ -18759,7 +18953,7 @@ unsafe extern "C" fn counted_PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, true) }
+    if !rt::plain_here() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, true) }
     counted_PMPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
@@ -18787,7 +18981,7 @@ unsafe extern "C" fn counted_MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, false) }
+    if !rt::plain_here() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, false) }
     counted_MPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 #[inline(never)]
@@ -18796,7 +18990,7 @@ unsafe extern "C" fn counted_PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, true) }
+    if !rt::plain_here() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, true) }
     counted_PMPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 
@@ -18824,7 +19018,7 @@ unsafe extern "C" fn counted_MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, false) }
+    if !rt::plain_here() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, false) }
     counted_MPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 #[inline(never)]
@@ -18833,7 +19027,7 @@ unsafe extern "C" fn counted_PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, true) }
+    if !rt::plain_here() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, true) }
     counted_PMPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 
@@ -18861,7 +19055,7 @@ unsafe extern "C" fn counted_MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_rank(comm, coords, rank, false) }
+    if !rt::plain_here() { return general_MPI_Cart_rank(comm, coords, rank, false) }
     counted_MPI_Cart_rank(comm, coords, rank)
 }
 #[inline(never)]
@@ -18870,7 +19064,7 @@ unsafe extern "C" fn counted_PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_rank(comm, coords, rank, true) }
+    if !rt::plain_here() { return general_MPI_Cart_rank(comm, coords, rank, true) }
     counted_PMPI_Cart_rank(comm, coords, rank)
 }
 
@@ -18898,7 +19092,7 @@ unsafe extern "C" fn counted_MPI_Cart_shift(comm: MPI_Comm, direction: c_int, di
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, false) }
+    if !rt::plain_here() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, false) }
     counted_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 #[inline(never)]
@@ -18907,7 +19101,7 @@ unsafe extern "C" fn counted_PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, true) }
+    if !rt::plain_here() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, true) }
     counted_PMPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 
@@ -18935,7 +19129,7 @@ unsafe extern "C" fn counted_MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, false) }
+    if !rt::plain_here() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, false) }
     counted_MPI_Cart_sub(comm, remain_dims, new_comm)
 }
 #[inline(never)]
@@ -18944,7 +19138,7 @@ unsafe extern "C" fn counted_PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, true) }
+    if !rt::plain_here() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, true) }
     counted_PMPI_Cart_sub(comm, remain_dims, new_comm)
 }
 
@@ -18972,7 +19166,7 @@ unsafe extern "C" fn counted_MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cartdim_get(comm, ndims, false) }
+    if !rt::plain_here() { return general_MPI_Cartdim_get(comm, ndims, false) }
     counted_MPI_Cartdim_get(comm, ndims)
 }
 #[inline(never)]
@@ -18981,7 +19175,7 @@ unsafe extern "C" fn counted_PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cartdim_get(comm, ndims, true) }
+    if !rt::plain_here() { return general_MPI_Cartdim_get(comm, ndims, true) }
     counted_PMPI_Cartdim_get(comm, ndims)
 }
 
@@ -19009,7 +19203,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, false) }
     counted_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 #[inline(never)]
@@ -19018,7 +19212,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, true) }
     counted_PMPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
@@ -19046,7 +19240,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, false) }
     counted_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 #[inline(never)]
@@ -19055,7 +19249,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, true) }
     counted_PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
@@ -19083,7 +19277,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegre
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, false) }
     counted_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 #[inline(never)]
@@ -19092,7 +19286,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegr
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, true) }
     counted_PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
@@ -19120,7 +19314,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inne
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, false) }
     counted_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 #[inline(never)]
@@ -19129,7 +19323,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inn
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, true) }
     counted_PMPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 
@@ -19157,7 +19351,7 @@ unsafe extern "C" fn counted_MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dims_create(nnodes, ndims, dims, false) }
+    if !rt::plain_here() { return general_MPI_Dims_create(nnodes, ndims, dims, false) }
     counted_MPI_Dims_create(nnodes, ndims, dims)
 }
 #[inline(never)]
@@ -19166,7 +19360,7 @@ unsafe extern "C" fn counted_PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dims_create(nnodes, ndims, dims, true) }
+    if !rt::plain_here() { return general_MPI_Dims_create(nnodes, ndims, dims, true) }
     counted_PMPI_Dims_create(nnodes, ndims, dims)
 }
 
@@ -19194,7 +19388,7 @@ unsafe extern "C" fn counted_MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, false) }
+    if !rt::plain_here() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, false) }
     counted_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 #[inline(never)]
@@ -19203,7 +19397,7 @@ unsafe extern "C" fn counted_PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, true) }
+    if !rt::plain_here() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, true) }
     counted_PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
@@ -19231,7 +19425,7 @@ unsafe extern "C" fn counted_MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxe
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, false) }
+    if !rt::plain_here() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, false) }
     counted_MPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 #[inline(never)]
@@ -19240,7 +19434,7 @@ unsafe extern "C" fn counted_PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, max
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, true) }
+    if !rt::plain_here() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, true) }
     counted_PMPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 
@@ -19268,7 +19462,7 @@ unsafe extern "C" fn counted_MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, false) }
+    if !rt::plain_here() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, false) }
     counted_MPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 #[inline(never)]
@@ -19277,7 +19471,7 @@ unsafe extern "C" fn counted_PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, true) }
+    if !rt::plain_here() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, true) }
     counted_PMPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 
@@ -19305,7 +19499,7 @@ unsafe extern "C" fn counted_MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, false) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, false) }
     counted_MPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 #[inline(never)]
@@ -19314,7 +19508,7 @@ unsafe extern "C" fn counted_PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, true) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, true) }
     counted_PMPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 
@@ -19342,7 +19536,7 @@ unsafe extern "C" fn counted_MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, ma
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, false) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, false) }
     counted_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 #[inline(never)]
@@ -19351,7 +19545,7 @@ unsafe extern "C" fn counted_PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, true) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, true) }
     counted_PMPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 
@@ -19379,7 +19573,7 @@ unsafe extern "C" fn counted_MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graphdims_get(comm, nnodes, nedges, false) }
+    if !rt::plain_here() { return general_MPI_Graphdims_get(comm, nnodes, nedges, false) }
     counted_MPI_Graphdims_get(comm, nnodes, nedges)
 }
 #[inline(never)]
@@ -19388,7 +19582,7 @@ unsafe extern "C" fn counted_PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graphdims_get(comm, nnodes, nedges, true) }
+    if !rt::plain_here() { return general_MPI_Graphdims_get(comm, nnodes, nedges, true) }
     counted_PMPI_Graphdims_get(comm, nnodes, nedges)
 }
 
@@ -19416,7 +19610,7 @@ unsafe extern "C" fn counted_MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Topo_test(comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Topo_test(comm, status, false) }
     counted_MPI_Topo_test(comm, status)
 }
 #[inline(never)]
@@ -19425,7 +19619,7 @@ unsafe extern "C" fn counted_PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Topo_test(comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Topo_test(comm, status, true) }
     counted_PMPI_Topo_test(comm, status)
 }
 
@@ -19454,7 +19648,7 @@ unsafe extern "C" fn counted_MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Abort(comm, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Abort(comm, errorcode, false) }
     counted_MPI_Abort(comm, errorcode)
 }
 #[inline(never)]
@@ -19463,7 +19657,7 @@ unsafe extern "C" fn counted_PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Abort(comm, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Abort(comm, errorcode, true) }
     counted_PMPI_Abort(comm, errorcode)
 }
 
@@ -19491,7 +19685,7 @@ unsafe extern "C" fn counted_MPI_Add_error_class(errorclass: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_class(errorclass, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_class(errorclass, false) }
     counted_MPI_Add_error_class(errorclass)
 }
 #[inline(never)]
@@ -19500,7 +19694,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_class(errorclass: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_class(errorclass, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_class(errorclass, true) }
     counted_PMPI_Add_error_class(errorclass)
 }
 
@@ -19528,7 +19722,7 @@ unsafe extern "C" fn counted_MPI_Add_error_code(errorclass: c_int, errorcode: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_code(errorclass, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_code(errorclass, errorcode, false) }
     counted_MPI_Add_error_code(errorclass, errorcode)
 }
 #[inline(never)]
@@ -19537,7 +19731,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_code(errorclass: c_int, errorcode: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_code(errorclass, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_code(errorclass, errorcode, true) }
     counted_PMPI_Add_error_code(errorclass, errorcode)
 }
 
@@ -19565,7 +19759,7 @@ unsafe extern "C" fn counted_MPI_Add_error_string(errorcode: c_int, string: *con
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_string(errorcode, string, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_string(errorcode, string, false) }
     counted_MPI_Add_error_string(errorcode, string)
 }
 #[inline(never)]
@@ -19574,7 +19768,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_string(errorcode: c_int, string: *co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_string(errorcode, string, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_string(errorcode, string, true) }
     counted_PMPI_Add_error_string(errorcode, string)
 }
 
@@ -19602,7 +19796,7 @@ unsafe extern "C" fn counted_MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, basep
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Alloc_mem(size, info, baseptr, false) }
+    if !rt::plain_here() { return general_MPI_Alloc_mem(size, info, baseptr, false) }
     counted_MPI_Alloc_mem(size, info, baseptr)
 }
 #[inline(never)]
@@ -19611,7 +19805,7 @@ unsafe extern "C" fn counted_PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, base
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Alloc_mem(size, info, baseptr, true) }
+    if !rt::plain_here() { return general_MPI_Alloc_mem(size, info, baseptr, true) }
     counted_PMPI_Alloc_mem(size, info, baseptr)
 }
 
@@ -19639,7 +19833,7 @@ unsafe extern "C" fn counted_MPI_Error_class(errorcode: c_int, errorclass: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_class(errorcode, errorclass, false) }
+    if !rt::plain_here() { return general_MPI_Error_class(errorcode, errorclass, false) }
     counted_MPI_Error_class(errorcode, errorclass)
 }
 #[inline(never)]
@@ -19648,7 +19842,7 @@ unsafe extern "C" fn counted_PMPI_Error_class(errorcode: c_int, errorclass: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_class(errorcode, errorclass, true) }
+    if !rt::plain_here() { return general_MPI_Error_class(errorcode, errorclass, true) }
     counted_PMPI_Error_class(errorcode, errorclass)
 }
 
@@ -19676,7 +19870,7 @@ unsafe extern "C" fn counted_MPI_Error_string(errorcode: c_int, string: *mut c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_string(errorcode, string, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Error_string(errorcode, string, resultlen, false) }
     counted_MPI_Error_string(errorcode, string, resultlen)
 }
 #[inline(never)]
@@ -19685,7 +19879,7 @@ unsafe extern "C" fn counted_PMPI_Error_string(errorcode: c_int, string: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_string(errorcode, string, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Error_string(errorcode, string, resultlen, true) }
     counted_PMPI_Error_string(errorcode, string, resultlen)
 }
 
@@ -19714,7 +19908,7 @@ unsafe extern "C" fn counted_MPI_Finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    if !gates::plain() { return general_MPI_Finalize(false) }
+    if !rt::plain_here() { return general_MPI_Finalize(false) }
     counted_MPI_Finalize()
 }
 #[inline(never)]
@@ -19723,7 +19917,7 @@ unsafe extern "C" fn counted_PMPI_Finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
-    if !gates::plain() { return general_MPI_Finalize(true) }
+    if !rt::plain_here() { return general_MPI_Finalize(true) }
     counted_PMPI_Finalize()
 }
 
@@ -19751,7 +19945,7 @@ unsafe extern "C" fn counted_MPI_Finalized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Finalized(flag, false) }
+    if !rt::plain_here() { return general_MPI_Finalized(flag, false) }
     counted_MPI_Finalized(flag)
 }
 #[inline(never)]
@@ -19760,7 +19954,7 @@ unsafe extern "C" fn counted_PMPI_Finalized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Finalized(flag, true) }
+    if !rt::plain_here() { return general_MPI_Finalized(flag, true) }
     counted_PMPI_Finalized(flag)
 }
 
@@ -19788,7 +19982,7 @@ unsafe extern "C" fn counted_MPI_Free_mem(base: *mut c_void) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Free_mem(base, false) }
+    if !rt::plain_here() { return general_MPI_Free_mem(base, false) }
     counted_MPI_Free_mem(base)
 }
 #[inline(never)]
@@ -19797,7 +19991,7 @@ unsafe extern "C" fn counted_PMPI_Free_mem(base: *mut c_void) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Free_mem(base, true) }
+    if !rt::plain_here() { return general_MPI_Free_mem(base, true) }
     counted_PMPI_Free_mem(base)
 }
 
@@ -19825,7 +20019,7 @@ unsafe extern "C" fn counted_MPI_Get_library_version(version: *mut c_char, resul
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_library_version(version, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Get_library_version(version, resultlen, false) }
     counted_MPI_Get_library_version(version, resultlen)
 }
 #[inline(never)]
@@ -19834,7 +20028,7 @@ unsafe extern "C" fn counted_PMPI_Get_library_version(version: *mut c_char, resu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_library_version(version, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Get_library_version(version, resultlen, true) }
     counted_PMPI_Get_library_version(version, resultlen)
 }
 
@@ -19862,7 +20056,7 @@ unsafe extern "C" fn counted_MPI_Get_processor_name(name: *mut c_char, resultlen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_processor_name(name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Get_processor_name(name, resultlen, false) }
     counted_MPI_Get_processor_name(name, resultlen)
 }
 #[inline(never)]
@@ -19871,7 +20065,7 @@ unsafe extern "C" fn counted_PMPI_Get_processor_name(name: *mut c_char, resultle
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_processor_name(name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Get_processor_name(name, resultlen, true) }
     counted_PMPI_Get_processor_name(name, resultlen)
 }
 
@@ -19899,7 +20093,7 @@ unsafe extern "C" fn counted_MPI_Get_version(version: *mut c_int, subversion: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_version(version, subversion, false) }
+    if !rt::plain_here() { return general_MPI_Get_version(version, subversion, false) }
     counted_MPI_Get_version(version, subversion)
 }
 #[inline(never)]
@@ -19908,7 +20102,7 @@ unsafe extern "C" fn counted_PMPI_Get_version(version: *mut c_int, subversion: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_version(version, subversion, true) }
+    if !rt::plain_here() { return general_MPI_Get_version(version, subversion, true) }
     counted_PMPI_Get_version(version, subversion)
 }
 
@@ -19936,7 +20130,7 @@ unsafe extern "C" fn counted_MPI_Info_create(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create(info, false) }
+    if !rt::plain_here() { return general_MPI_Info_create(info, false) }
     counted_MPI_Info_create(info)
 }
 #[inline(never)]
@@ -19945,7 +20139,7 @@ unsafe extern "C" fn counted_PMPI_Info_create(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create(info, true) }
+    if !rt::plain_here() { return general_MPI_Info_create(info, true) }
     counted_PMPI_Info_create(info)
 }
 
@@ -19973,7 +20167,7 @@ unsafe extern "C" fn counted_MPI_Info_delete(info: MPI_Info, key: *const c_char)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_delete(info, key, false) }
+    if !rt::plain_here() { return general_MPI_Info_delete(info, key, false) }
     counted_MPI_Info_delete(info, key)
 }
 #[inline(never)]
@@ -19982,7 +20176,7 @@ unsafe extern "C" fn counted_PMPI_Info_delete(info: MPI_Info, key: *const c_char
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_delete(info, key, true) }
+    if !rt::plain_here() { return general_MPI_Info_delete(info, key, true) }
     counted_PMPI_Info_delete(info, key)
 }
 
@@ -20010,7 +20204,7 @@ unsafe extern "C" fn counted_MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_dup(info, newinfo, false) }
+    if !rt::plain_here() { return general_MPI_Info_dup(info, newinfo, false) }
     counted_MPI_Info_dup(info, newinfo)
 }
 #[inline(never)]
@@ -20019,7 +20213,7 @@ unsafe extern "C" fn counted_PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_dup(info, newinfo, true) }
+    if !rt::plain_here() { return general_MPI_Info_dup(info, newinfo, true) }
     counted_PMPI_Info_dup(info, newinfo)
 }
 
@@ -20047,7 +20241,7 @@ unsafe extern "C" fn counted_MPI_Info_free(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_free(info, false) }
+    if !rt::plain_here() { return general_MPI_Info_free(info, false) }
     counted_MPI_Info_free(info)
 }
 #[inline(never)]
@@ -20056,7 +20250,7 @@ unsafe extern "C" fn counted_PMPI_Info_free(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_free(info, true) }
+    if !rt::plain_here() { return general_MPI_Info_free(info, true) }
     counted_PMPI_Info_free(info)
 }
 
@@ -20084,7 +20278,7 @@ unsafe extern "C" fn counted_MPI_Info_get(info: MPI_Info, key: *const c_char, va
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get(info, key, valuelen, value, flag, false) }
+    if !rt::plain_here() { return general_MPI_Info_get(info, key, valuelen, value, flag, false) }
     counted_MPI_Info_get(info, key, valuelen, value, flag)
 }
 #[inline(never)]
@@ -20093,7 +20287,7 @@ unsafe extern "C" fn counted_PMPI_Info_get(info: MPI_Info, key: *const c_char, v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get(info, key, valuelen, value, flag, true) }
+    if !rt::plain_here() { return general_MPI_Info_get(info, key, valuelen, value, flag, true) }
     counted_PMPI_Info_get(info, key, valuelen, value, flag)
 }
 
@@ -20121,7 +20315,7 @@ unsafe extern "C" fn counted_MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nkeys(info, nkeys, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_nkeys(info, nkeys, false) }
     counted_MPI_Info_get_nkeys(info, nkeys)
 }
 #[inline(never)]
@@ -20130,7 +20324,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nkeys(info, nkeys, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_nkeys(info, nkeys, true) }
     counted_PMPI_Info_get_nkeys(info, nkeys)
 }
 
@@ -20158,7 +20352,7 @@ unsafe extern "C" fn counted_MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nthkey(info, n, key, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_nthkey(info, n, key, false) }
     counted_MPI_Info_get_nthkey(info, n, key)
 }
 #[inline(never)]
@@ -20167,7 +20361,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nthkey(info, n, key, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_nthkey(info, n, key, true) }
     counted_PMPI_Info_get_nthkey(info, n, key)
 }
 
@@ -20195,7 +20389,7 @@ unsafe extern "C" fn counted_MPI_Info_get_valuelen(info: MPI_Info, key: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, false) }
     counted_MPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 #[inline(never)]
@@ -20204,7 +20398,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_valuelen(info: MPI_Info, key: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, true) }
     counted_PMPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 
@@ -20232,7 +20426,7 @@ unsafe extern "C" fn counted_MPI_Info_set(info: MPI_Info, key: *const c_char, va
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_set(info, key, value, false) }
+    if !rt::plain_here() { return general_MPI_Info_set(info, key, value, false) }
     counted_MPI_Info_set(info, key, value)
 }
 #[inline(never)]
@@ -20241,7 +20435,7 @@ unsafe extern "C" fn counted_PMPI_Info_set(info: MPI_Info, key: *const c_char, v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_set(info, key, value, true) }
+    if !rt::plain_here() { return general_MPI_Info_set(info, key, value, true) }
     counted_PMPI_Info_set(info, key, value)
 }
 
@@ -20278,7 +20472,7 @@ unsafe extern "C" fn counted_MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Init(argc, argv, false) }
+    if !rt::plain_here() { return general_MPI_Init(argc, argv, false) }
     counted_MPI_Init(argc, argv)
 }
 #[inline(never)]
@@ -20289,7 +20483,7 @@ unsafe extern "C" fn counted_PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Init(argc, argv, true) }
+    if !rt::plain_here() { return general_MPI_Init(argc, argv, true) }
     counted_PMPI_Init(argc, argv)
 }
 
@@ -20317,7 +20511,7 @@ unsafe extern "C" fn counted_MPI_Initialized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Initialized(flag, false) }
+    if !rt::plain_here() { return general_MPI_Initialized(flag, false) }
     counted_MPI_Initialized(flag)
 }
 #[inline(never)]
@@ -20326,7 +20520,7 @@ unsafe extern "C" fn counted_PMPI_Initialized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Initialized(flag, true) }
+    if !rt::plain_here() { return general_MPI_Initialized(flag, true) }
     counted_PMPI_Initialized(flag)
 }
 
@@ -20365,7 +20559,7 @@ unsafe extern "C" fn counted_MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Init_thread(argc, argv, required, provided, false) }
+    if !rt::plain_here() { return general_MPI_Init_thread(argc, argv, required, provided, false) }
     counted_MPI_Init_thread(argc, argv, required, provided)
 }
 #[inline(never)]
@@ -20376,7 +20570,7 @@ unsafe extern "C" fn counted_PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Init_thread(argc, argv, required, provided, true) }
+    if !rt::plain_here() { return general_MPI_Init_thread(argc, argv, required, provided, true) }
     counted_PMPI_Init_thread(argc, argv, required, provided)
 }
 
@@ -20404,7 +20598,7 @@ unsafe extern "C" fn counted_MPI_Is_thread_main(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Is_thread_main(flag, false) }
+    if !rt::plain_here() { return general_MPI_Is_thread_main(flag, false) }
     counted_MPI_Is_thread_main(flag)
 }
 #[inline(never)]
@@ -20413,7 +20607,7 @@ unsafe extern "C" fn counted_PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Is_thread_main(flag, true) }
+    if !rt::plain_here() { return general_MPI_Is_thread_main(flag, true) }
     counted_PMPI_Is_thread_main(flag)
 }
 
@@ -20441,7 +20635,7 @@ unsafe extern "C" fn counted_MPI_Op_commutative(op: MPI_Op, commute: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Op_commutative(op, commute, false) }
+    if !rt::plain_here() { return general_MPI_Op_commutative(op, commute, false) }
     counted_MPI_Op_commutative(op, commute)
 }
 #[inline(never)]
@@ -20450,7 +20644,7 @@ unsafe extern "C" fn counted_PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Op_commutative(op, commute, true) }
+    if !rt::plain_here() { return general_MPI_Op_commutative(op, commute, true) }
     counted_PMPI_Op_commutative(op, commute)
 }
 
@@ -20478,7 +20672,7 @@ unsafe extern "C" fn counted_MPI_Op_create(function: MPI_User_function, commute:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create(function, commute, op, false) }
+    if !rt::plain_here() { return general_MPI_Op_create(function, commute, op, false) }
     counted_MPI_Op_create(function, commute, op)
 }
 #[inline(never)]
@@ -20487,7 +20681,7 @@ unsafe extern "C" fn counted_PMPI_Op_create(function: MPI_User_function, commute
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create(function, commute, op, true) }
+    if !rt::plain_here() { return general_MPI_Op_create(function, commute, op, true) }
     counted_PMPI_Op_create(function, commute, op)
 }
 
@@ -20515,7 +20709,7 @@ unsafe extern "C" fn counted_MPI_Op_free(op: *mut MPI_Op) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_free(op, false) }
+    if !rt::plain_here() { return general_MPI_Op_free(op, false) }
     counted_MPI_Op_free(op)
 }
 #[inline(never)]
@@ -20524,7 +20718,7 @@ unsafe extern "C" fn counted_PMPI_Op_free(op: *mut MPI_Op) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_free(op, true) }
+    if !rt::plain_here() { return general_MPI_Op_free(op, true) }
     counted_PMPI_Op_free(op)
 }
 
@@ -20552,7 +20746,7 @@ unsafe extern "C" fn counted_MPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Query_thread(provided, false) }
+    if !rt::plain_here() { return general_MPI_Query_thread(provided, false) }
     counted_MPI_Query_thread(provided)
 }
 #[inline(never)]
@@ -20561,7 +20755,7 @@ unsafe extern "C" fn counted_PMPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Query_thread(provided, true) }
+    if !rt::plain_here() { return general_MPI_Query_thread(provided, true) }
     counted_PMPI_Query_thread(provided)
 }
 
@@ -20589,7 +20783,7 @@ unsafe extern "C" fn counted_MPI_Wtick() -> f64 {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Wtick() -> f64 {
-    if !gates::plain() { return general_MPI_Wtick(false) }
+    if !rt::plain_here() { return general_MPI_Wtick(false) }
     counted_MPI_Wtick()
 }
 #[inline(never)]
@@ -20598,7 +20792,7 @@ unsafe extern "C" fn counted_PMPI_Wtick() -> f64 {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
-    if !gates::plain() { return general_MPI_Wtick(true) }
+    if !rt::plain_here() { return general_MPI_Wtick(true) }
     counted_PMPI_Wtick()
 }
 
@@ -20629,7 +20823,7 @@ unsafe extern "C" fn counted_MPI_Wtime() -> f64 {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wtime() -> f64 {
-    if !gates::plain() { return general_MPI_Wtime(false) }
+    if !rt::plain_here() { return general_MPI_Wtime(false) }
     counted_MPI_Wtime()
 }
 #[inline(never)]
@@ -20640,7 +20834,7 @@ unsafe extern "C" fn counted_PMPI_Wtime() -> f64 {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
-    if !gates::plain() { return general_MPI_Wtime(true) }
+    if !rt::plain_here() { return general_MPI_Wtime(true) }
     counted_PMPI_Wtime()
 }
 
@@ -20668,7 +20862,7 @@ unsafe extern "C" fn counted_MPI_T_init_thread(required: c_int, provided: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_init_thread(required, provided, false) }
+    if !rt::plain_here() { return general_MPI_T_init_thread(required, provided, false) }
     counted_MPI_T_init_thread(required, provided)
 }
 #[inline(never)]
@@ -20677,7 +20871,7 @@ unsafe extern "C" fn counted_PMPI_T_init_thread(required: c_int, provided: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_init_thread(required, provided, true) }
+    if !rt::plain_here() { return general_MPI_T_init_thread(required, provided, true) }
     counted_PMPI_T_init_thread(required, provided)
 }
 
@@ -20705,7 +20899,7 @@ unsafe extern "C" fn counted_MPI_T_finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_finalize() -> c_int {
-    if !gates::plain() { return general_MPI_T_finalize(false) }
+    if !rt::plain_here() { return general_MPI_T_finalize(false) }
     counted_MPI_T_finalize()
 }
 #[inline(never)]
@@ -20714,7 +20908,7 @@ unsafe extern "C" fn counted_PMPI_T_finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
-    if !gates::plain() { return general_MPI_T_finalize(true) }
+    if !rt::plain_here() { return general_MPI_T_finalize(true) }
     counted_PMPI_T_finalize()
 }
 
@@ -20742,7 +20936,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_num(num_cvar, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_num(num_cvar, false) }
     counted_MPI_T_cvar_get_num(num_cvar)
 }
 #[inline(never)]
@@ -20751,7 +20945,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_num(num_cvar, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_num(num_cvar, true) }
     counted_PMPI_T_cvar_get_num(num_cvar)
 }
 
@@ -20779,7 +20973,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, false) }
     counted_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 #[inline(never)]
@@ -20788,7 +20982,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, true) }
     counted_PMPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
@@ -20816,7 +21010,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_index(name: *const c_char, cvar_inde
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_index(name, cvar_index, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_index(name, cvar_index, false) }
     counted_MPI_T_cvar_get_index(name, cvar_index)
 }
 #[inline(never)]
@@ -20825,7 +21019,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_index(name: *const c_char, cvar_ind
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_index(name, cvar_index, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_index(name, cvar_index, true) }
     counted_PMPI_T_cvar_get_index(name, cvar_index)
 }
 
@@ -20853,7 +21047,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, false) }
     counted_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 #[inline(never)]
@@ -20862,7 +21056,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_han
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, true) }
     counted_PMPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 
@@ -20890,7 +21084,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_free(handle, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_free(handle, false) }
     counted_MPI_T_cvar_handle_free(handle)
 }
 #[inline(never)]
@@ -20899,7 +21093,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_han
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_free(handle, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_free(handle, true) }
     counted_PMPI_T_cvar_handle_free(handle)
 }
 
@@ -20927,7 +21121,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_read(handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_read(handle, buf, false) }
     counted_MPI_T_cvar_read(handle, buf)
 }
 #[inline(never)]
@@ -20936,7 +21130,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_read(handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_read(handle, buf, true) }
     counted_PMPI_T_cvar_read(handle, buf)
 }
 
@@ -20964,7 +21158,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_write(handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_write(handle, buf, false) }
     counted_MPI_T_cvar_write(handle, buf)
 }
 #[inline(never)]
@@ -20973,7 +21167,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_write(handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_write(handle, buf, true) }
     counted_PMPI_T_cvar_write(handle, buf)
 }
 
@@ -21001,7 +21195,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_num(num_cat: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num(num_cat, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num(num_cat, false) }
     counted_MPI_T_category_get_num(num_cat)
 }
 #[inline(never)]
@@ -21010,7 +21204,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_num(num_cat: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num(num_cat, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num(num_cat, true) }
     counted_PMPI_T_category_get_num(num_cat)
 }
 
@@ -21038,7 +21232,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_info(cat_index: c_int, name: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, false) }
     counted_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 #[inline(never)]
@@ -21047,7 +21241,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_info(cat_index: c_int, name: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, true) }
     counted_PMPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
@@ -21075,7 +21269,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_index(name: *const c_char, categ
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_index(name, category_index, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_index(name, category_index, false) }
     counted_MPI_T_category_get_index(name, category_index)
 }
 #[inline(never)]
@@ -21084,7 +21278,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_index(name: *const c_char, cate
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_index(name, category_index, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_index(name, category_index, true) }
     counted_PMPI_T_category_get_index(name, category_index)
 }
 
@@ -21112,7 +21306,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_cvars(cat_index: c_int, len: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_cvars(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_cvars(cat_index, len, indices, false) }
     counted_MPI_T_category_get_cvars(cat_index, len, indices)
 }
 #[inline(never)]
@@ -21121,7 +21315,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_cvars(cat_index: c_int, len: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_cvars(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_cvars(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_cvars(cat_index, len, indices)
 }
 
@@ -21149,7 +21343,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_pvars(cat_index: c_int, len: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_pvars(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_pvars(cat_index, len, indices, false) }
     counted_MPI_T_category_get_pvars(cat_index, len, indices)
 }
 #[inline(never)]
@@ -21158,7 +21352,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_pvars(cat_index: c_int, len: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_pvars(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_pvars(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_pvars(cat_index, len, indices)
 }
 
@@ -21186,7 +21380,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_categories(cat_index: c_int, len
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_categories(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_categories(cat_index, len, indices, false) }
     counted_MPI_T_category_get_categories(cat_index, len, indices)
 }
 #[inline(never)]
@@ -21195,7 +21389,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_categories(cat_index: c_int, le
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_categories(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_categories(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_categories(cat_index, len, indices)
 }
 
@@ -21223,7 +21417,7 @@ unsafe extern "C" fn counted_MPI_T_category_changed(stamp: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_changed(stamp, false) }
+    if !rt::plain_here() { return general_MPI_T_category_changed(stamp, false) }
     counted_MPI_T_category_changed(stamp)
 }
 #[inline(never)]
@@ -21232,7 +21426,7 @@ unsafe extern "C" fn counted_PMPI_T_category_changed(stamp: *mut c_int) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_changed(stamp, true) }
+    if !rt::plain_here() { return general_MPI_T_category_changed(stamp, true) }
     counted_PMPI_T_category_changed(stamp)
 }
 
@@ -21260,7 +21454,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_num(num_pvar, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_num(num_pvar, false) }
     counted_MPI_T_pvar_get_num(num_pvar)
 }
 #[inline(never)]
@@ -21269,7 +21463,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_num(num_pvar, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_num(num_pvar, true) }
     counted_PMPI_T_pvar_get_num(num_pvar)
 }
 
@@ -21297,7 +21491,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, false) }
     counted_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 #[inline(never)]
@@ -21306,7 +21500,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, true) }
     counted_PMPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
@@ -21334,7 +21528,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_index(name: *const c_char, var_class
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, false) }
     counted_MPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 #[inline(never)]
@@ -21343,7 +21537,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_index(name: *const c_char, var_clas
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, true) }
     counted_PMPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 
@@ -21371,7 +21565,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_session_create(session: *mut MPI_T_pvar_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_create(session, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_create(session, false) }
     counted_MPI_T_pvar_session_create(session)
 }
 #[inline(never)]
@@ -21380,7 +21574,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_session_create(session: *mut MPI_T_pvar
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_create(session, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_create(session, true) }
     counted_PMPI_T_pvar_session_create(session)
 }
 
@@ -21408,7 +21602,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_session_free(session: *mut MPI_T_pvar_se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_free(session, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_free(session, false) }
     counted_MPI_T_pvar_session_free(session)
 }
 #[inline(never)]
@@ -21417,7 +21611,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_free(session, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_free(session, true) }
     counted_PMPI_T_pvar_session_free(session)
 }
 
@@ -21445,7 +21639,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, false) }
     counted_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 #[inline(never)]
@@ -21454,7 +21648,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_sessio
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, true) }
     counted_PMPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 
@@ -21482,7 +21676,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_handle_free(session: MPI_T_pvar_session,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_free(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_free(session, handle, false) }
     counted_MPI_T_pvar_handle_free(session, handle)
 }
 #[inline(never)]
@@ -21491,7 +21685,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_handle_free(session: MPI_T_pvar_session
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_free(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_free(session, handle, true) }
     counted_PMPI_T_pvar_handle_free(session, handle)
 }
 
@@ -21519,7 +21713,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_start(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_start(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_start(session, handle, false) }
     counted_MPI_T_pvar_start(session, handle)
 }
 #[inline(never)]
@@ -21528,7 +21722,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_start(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_start(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_start(session, handle, true) }
     counted_PMPI_T_pvar_start(session, handle)
 }
 
@@ -21556,7 +21750,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_stop(session: MPI_T_pvar_session, handle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_stop(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_stop(session, handle, false) }
     counted_MPI_T_pvar_stop(session, handle)
 }
 #[inline(never)]
@@ -21565,7 +21759,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_stop(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_stop(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_stop(session, handle, true) }
     counted_PMPI_T_pvar_stop(session, handle)
 }
 
@@ -21593,7 +21787,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_read(session: MPI_T_pvar_session, handle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_read(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_read(session, handle, buf, false) }
     counted_MPI_T_pvar_read(session, handle, buf)
 }
 #[inline(never)]
@@ -21602,7 +21796,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_read(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_read(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_read(session, handle, buf, true) }
     counted_PMPI_T_pvar_read(session, handle, buf)
 }
 
@@ -21630,7 +21824,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_write(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_write(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_write(session, handle, buf, false) }
     counted_MPI_T_pvar_write(session, handle, buf)
 }
 #[inline(never)]
@@ -21639,7 +21833,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_write(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_write(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_write(session, handle, buf, true) }
     counted_PMPI_T_pvar_write(session, handle, buf)
 }
 
@@ -21667,7 +21861,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_reset(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_reset(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_reset(session, handle, false) }
     counted_MPI_T_pvar_reset(session, handle)
 }
 #[inline(never)]
@@ -21676,7 +21870,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_reset(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_reset(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_reset(session, handle, true) }
     counted_PMPI_T_pvar_reset(session, handle)
 }
 
@@ -21704,7 +21898,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_readreset(session: MPI_T_pvar_session, h
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_readreset(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_readreset(session, handle, buf, false) }
     counted_MPI_T_pvar_readreset(session, handle, buf)
 }
 #[inline(never)]
@@ -21713,7 +21907,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_readreset(session: MPI_T_pvar_session, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_readreset(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_readreset(session, handle, buf, true) }
     counted_PMPI_T_pvar_readreset(session, handle, buf)
 }
 
@@ -21741,7 +21935,7 @@ unsafe extern "C" fn counted_MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, false) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, false) }
     counted_MPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 #[inline(never)]
@@ -21750,7 +21944,7 @@ unsafe extern "C" fn counted_PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, true) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, true) }
     counted_PMPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 
@@ -21778,7 +21972,7 @@ unsafe extern "C" fn counted_MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, false) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, false) }
     counted_MPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 #[inline(never)]
@@ -21787,7 +21981,7 @@ unsafe extern "C" fn counted_PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, true) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, true) }
     counted_PMPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 
@@ -21815,7 +22009,7 @@ unsafe extern "C" fn counted_MPI_Info_create_env(argc: c_int, argv: *mut *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create_env(argc, argv, info, false) }
+    if !rt::plain_here() { return general_MPI_Info_create_env(argc, argv, info, false) }
     counted_MPI_Info_create_env(argc, argv, info)
 }
 #[inline(never)]
@@ -21824,7 +22018,7 @@ unsafe extern "C" fn counted_PMPI_Info_create_env(argc: c_int, argv: *mut *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create_env(argc, argv, info, true) }
+    if !rt::plain_here() { return general_MPI_Info_create_env(argc, argv, info, true) }
     counted_PMPI_Info_create_env(argc, argv, info)
 }
 
@@ -21852,7 +22046,7 @@ unsafe extern "C" fn counted_MPI_Info_get_string(info: MPI_Info, key: *const c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_string(info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_string(info, key, buflen, value, flag, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_string(info, key, buflen, value, flag, false) }
     counted_MPI_Info_get_string(info, key, buflen, value, flag)
 }
 #[inline(never)]
@@ -21861,7 +22055,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_string(info: MPI_Info, key: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_string(info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_string(info, key, buflen, value, flag, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_string(info, key, buflen, value, flag, true) }
     counted_PMPI_Info_get_string(info, key, buflen, value, flag)
 }
 
@@ -21889,7 +22083,7 @@ unsafe extern "C" fn counted_MPI_Op_create_c(user_fn: MPI_User_function_c, commu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_create_c(user_fn: MPI_User_function_c, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create_c(user_fn, commute, op, false) }
+    if !rt::plain_here() { return general_MPI_Op_create_c(user_fn, commute, op, false) }
     counted_MPI_Op_create_c(user_fn, commute, op)
 }
 #[inline(never)]
@@ -21898,7 +22092,7 @@ unsafe extern "C" fn counted_PMPI_Op_create_c(user_fn: MPI_User_function_c, comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: MPI_User_function_c, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create_c(user_fn, commute, op, true) }
+    if !rt::plain_here() { return general_MPI_Op_create_c(user_fn, commute, op, true) }
     counted_PMPI_Op_create_c(user_fn, commute, op)
 }
 
@@ -21926,7 +22120,7 @@ unsafe extern "C" fn counted_MPI_Session_call_errhandler(session: MPI_Session, e
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_call_errhandler(session: MPI_Session, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Session_call_errhandler(session, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Session_call_errhandler(session, errorcode, false) }
     counted_MPI_Session_call_errhandler(session, errorcode)
 }
 #[inline(never)]
@@ -21935,7 +22129,7 @@ unsafe extern "C" fn counted_PMPI_Session_call_errhandler(session: MPI_Session, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: MPI_Session, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Session_call_errhandler(session, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Session_call_errhandler(session, errorcode, true) }
     counted_PMPI_Session_call_errhandler(session, errorcode)
 }
 
@@ -21963,7 +22157,7 @@ unsafe extern "C" fn counted_MPI_Session_create_errhandler(session_errhandler_fn
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_create_errhandler(session_errhandler_fn: MPI_Session_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, false) }
     counted_MPI_Session_create_errhandler(session_errhandler_fn, errhandler)
 }
 #[inline(never)]
@@ -21972,7 +22166,7 @@ unsafe extern "C" fn counted_PMPI_Session_create_errhandler(session_errhandler_f
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_create_errhandler(session_errhandler_fn: MPI_Session_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, true) }
     counted_PMPI_Session_create_errhandler(session_errhandler_fn, errhandler)
 }
 
@@ -22000,7 +22194,7 @@ unsafe extern "C" fn counted_MPI_Session_finalize(session: *mut MPI_Session) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_finalize(session: *mut MPI_Session) -> c_int {
-    if !gates::plain() { return general_MPI_Session_finalize(session, false) }
+    if !rt::plain_here() { return general_MPI_Session_finalize(session, false) }
     counted_MPI_Session_finalize(session)
 }
 #[inline(never)]
@@ -22009,7 +22203,7 @@ unsafe extern "C" fn counted_PMPI_Session_finalize(session: *mut MPI_Session) ->
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_finalize(session: *mut MPI_Session) -> c_int {
-    if !gates::plain() { return general_MPI_Session_finalize(session, true) }
+    if !rt::plain_here() { return general_MPI_Session_finalize(session, true) }
     counted_PMPI_Session_finalize(session)
 }
 
@@ -22037,7 +22231,7 @@ unsafe extern "C" fn counted_MPI_Session_get_errhandler(session: MPI_Session, er
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_errhandler(session: MPI_Session, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_errhandler(session, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Session_get_errhandler(session, errhandler, false) }
     counted_MPI_Session_get_errhandler(session, errhandler)
 }
 #[inline(never)]
@@ -22046,7 +22240,7 @@ unsafe extern "C" fn counted_PMPI_Session_get_errhandler(session: MPI_Session, e
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_errhandler(session: MPI_Session, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_errhandler(session, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Session_get_errhandler(session, errhandler, true) }
     counted_PMPI_Session_get_errhandler(session, errhandler)
 }
 
@@ -22074,7 +22268,7 @@ unsafe extern "C" fn counted_MPI_Session_get_info(session: MPI_Session, info_use
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_info(session: MPI_Session, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_info(session, info_used, false) }
+    if !rt::plain_here() { return general_MPI_Session_get_info(session, info_used, false) }
     counted_MPI_Session_get_info(session, info_used)
 }
 #[inline(never)]
@@ -22083,7 +22277,7 @@ unsafe extern "C" fn counted_PMPI_Session_get_info(session: MPI_Session, info_us
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_info(session: MPI_Session, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_info(session, info_used, true) }
+    if !rt::plain_here() { return general_MPI_Session_get_info(session, info_used, true) }
     counted_PMPI_Session_get_info(session, info_used)
 }
 
@@ -22111,7 +22305,7 @@ unsafe extern "C" fn counted_MPI_Session_get_nth_pset(session: MPI_Session, info
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_nth_pset(session: MPI_Session, info: MPI_Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, false) }
+    if !rt::plain_here() { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, false) }
     counted_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name)
 }
 #[inline(never)]
@@ -22120,7 +22314,7 @@ unsafe extern "C" fn counted_PMPI_Session_get_nth_pset(session: MPI_Session, inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_nth_pset(session: MPI_Session, info: MPI_Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, true) }
+    if !rt::plain_here() { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, true) }
     counted_PMPI_Session_get_nth_pset(session, info, n, pset_len, pset_name)
 }
 
@@ -22148,7 +22342,7 @@ unsafe extern "C" fn counted_MPI_Session_get_num_psets(session: MPI_Session, inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_num_psets(session: MPI_Session, info: MPI_Info, npset_names: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_num_psets(session, info, npset_names, false) }
+    if !rt::plain_here() { return general_MPI_Session_get_num_psets(session, info, npset_names, false) }
     counted_MPI_Session_get_num_psets(session, info, npset_names)
 }
 #[inline(never)]
@@ -22157,7 +22351,7 @@ unsafe extern "C" fn counted_PMPI_Session_get_num_psets(session: MPI_Session, in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_num_psets(session: MPI_Session, info: MPI_Info, npset_names: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_num_psets(session, info, npset_names, true) }
+    if !rt::plain_here() { return general_MPI_Session_get_num_psets(session, info, npset_names, true) }
     counted_PMPI_Session_get_num_psets(session, info, npset_names)
 }
 
@@ -22185,7 +22379,7 @@ unsafe extern "C" fn counted_MPI_Session_get_pset_info(session: MPI_Session, pse
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_get_pset_info(session: MPI_Session, pset_name: *const c_char, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_pset_info(session, pset_name, info, false) }
+    if !rt::plain_here() { return general_MPI_Session_get_pset_info(session, pset_name, info, false) }
     counted_MPI_Session_get_pset_info(session, pset_name, info)
 }
 #[inline(never)]
@@ -22194,7 +22388,7 @@ unsafe extern "C" fn counted_PMPI_Session_get_pset_info(session: MPI_Session, ps
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_get_pset_info(session: MPI_Session, pset_name: *const c_char, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Session_get_pset_info(session, pset_name, info, true) }
+    if !rt::plain_here() { return general_MPI_Session_get_pset_info(session, pset_name, info, true) }
     counted_PMPI_Session_get_pset_info(session, pset_name, info)
 }
 
@@ -22222,7 +22416,7 @@ unsafe extern "C" fn counted_MPI_Session_init(info: MPI_Info, errhandler: MPI_Er
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_init(info: MPI_Info, errhandler: MPI_Errhandler, session: *mut MPI_Session) -> c_int {
-    if !gates::plain() { return general_MPI_Session_init(info, errhandler, session, false) }
+    if !rt::plain_here() { return general_MPI_Session_init(info, errhandler, session, false) }
     counted_MPI_Session_init(info, errhandler, session)
 }
 #[inline(never)]
@@ -22231,7 +22425,7 @@ unsafe extern "C" fn counted_PMPI_Session_init(info: MPI_Info, errhandler: MPI_E
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_init(info: MPI_Info, errhandler: MPI_Errhandler, session: *mut MPI_Session) -> c_int {
-    if !gates::plain() { return general_MPI_Session_init(info, errhandler, session, true) }
+    if !rt::plain_here() { return general_MPI_Session_init(info, errhandler, session, true) }
     counted_PMPI_Session_init(info, errhandler, session)
 }
 
@@ -22259,7 +22453,7 @@ unsafe extern "C" fn counted_MPI_Session_set_errhandler(session: MPI_Session, er
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Session_set_errhandler(session: MPI_Session, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_set_errhandler(session, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Session_set_errhandler(session, errhandler, false) }
     counted_MPI_Session_set_errhandler(session, errhandler)
 }
 #[inline(never)]
@@ -22268,7 +22462,7 @@ unsafe extern "C" fn counted_PMPI_Session_set_errhandler(session: MPI_Session, e
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Session_set_errhandler(session: MPI_Session, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Session_set_errhandler(session, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Session_set_errhandler(session, errhandler, true) }
     counted_PMPI_Session_set_errhandler(session, errhandler)
 }
 
@@ -22296,7 +22490,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_events(cat_index: c_int, len: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_events(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_events(cat_index, len, indices, false) }
     counted_MPI_T_category_get_events(cat_index, len, indices)
 }
 #[inline(never)]
@@ -22305,7 +22499,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_events(cat_index: c_int, len: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_events(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_events(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_events(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_events(cat_index, len, indices)
 }
 
@@ -22333,7 +22527,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_num_events(cat_index: c_int, num
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num_events(cat_index, num_events, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num_events(cat_index, num_events, false) }
     counted_MPI_T_category_get_num_events(cat_index, num_events)
 }
 #[inline(never)]
@@ -22342,7 +22536,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_num_events(cat_index: c_int, nu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num_events(cat_index: c_int, num_events: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num_events(cat_index, num_events, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num_events(cat_index, num_events, true) }
     counted_PMPI_T_category_get_num_events(cat_index, num_events)
 }
 
@@ -22370,7 +22564,7 @@ unsafe extern "C" fn counted_MPI_T_event_callback_get_info(event_registration: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_callback_get_info(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, false) }
+    if !rt::plain_here() { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, false) }
     counted_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used)
 }
 #[inline(never)]
@@ -22379,7 +22573,7 @@ unsafe extern "C" fn counted_PMPI_T_event_callback_get_info(event_registration: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_callback_get_info(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, true) }
+    if !rt::plain_here() { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, true) }
     counted_PMPI_T_event_callback_get_info(event_registration, cb_safety, info_used)
 }
 
@@ -22407,7 +22601,7 @@ unsafe extern "C" fn counted_MPI_T_event_callback_set_info(event_registration: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_callback_set_info(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, false) }
+    if !rt::plain_here() { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, false) }
     counted_MPI_T_event_callback_set_info(event_registration, cb_safety, info)
 }
 #[inline(never)]
@@ -22416,7 +22610,7 @@ unsafe extern "C" fn counted_PMPI_T_event_callback_set_info(event_registration: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_callback_set_info(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, true) }
+    if !rt::plain_here() { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, true) }
     counted_PMPI_T_event_callback_set_info(event_registration, cb_safety, info)
 }
 
@@ -22444,7 +22638,7 @@ unsafe extern "C" fn counted_MPI_T_event_copy(event_instance: MPI_T_event_instan
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_copy(event_instance: MPI_T_event_instance, buffer: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_copy(event_instance, buffer, false) }
+    if !rt::plain_here() { return general_MPI_T_event_copy(event_instance, buffer, false) }
     counted_MPI_T_event_copy(event_instance, buffer)
 }
 #[inline(never)]
@@ -22453,7 +22647,7 @@ unsafe extern "C" fn counted_PMPI_T_event_copy(event_instance: MPI_T_event_insta
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_copy(event_instance: MPI_T_event_instance, buffer: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_copy(event_instance, buffer, true) }
+    if !rt::plain_here() { return general_MPI_T_event_copy(event_instance, buffer, true) }
     counted_PMPI_T_event_copy(event_instance, buffer)
 }
 
@@ -22481,7 +22675,7 @@ unsafe extern "C" fn counted_MPI_T_event_get_index(name: *const c_char, event_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_index(name, event_index, false) }
+    if !rt::plain_here() { return general_MPI_T_event_get_index(name, event_index, false) }
     counted_MPI_T_event_get_index(name, event_index)
 }
 #[inline(never)]
@@ -22490,7 +22684,7 @@ unsafe extern "C" fn counted_PMPI_T_event_get_index(name: *const c_char, event_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_index(name: *const c_char, event_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_index(name, event_index, true) }
+    if !rt::plain_here() { return general_MPI_T_event_get_index(name, event_index, true) }
     counted_PMPI_T_event_get_index(name, event_index)
 }
 
@@ -22518,7 +22712,7 @@ unsafe extern "C" fn counted_MPI_T_event_get_info(event_index: c_int, name: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut MPI_Datatype, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut MPI_T_enum, info: *mut MPI_Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, false) }
+    if !rt::plain_here() { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, false) }
     counted_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind)
 }
 #[inline(never)]
@@ -22527,7 +22721,7 @@ unsafe extern "C" fn counted_PMPI_T_event_get_info(event_index: c_int, name: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_info(event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut MPI_Datatype, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut MPI_T_enum, info: *mut MPI_Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, true) }
+    if !rt::plain_here() { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, true) }
     counted_PMPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind)
 }
 
@@ -22555,7 +22749,7 @@ unsafe extern "C" fn counted_MPI_T_event_get_num(num_events: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_num(num_events: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_num(num_events, false) }
+    if !rt::plain_here() { return general_MPI_T_event_get_num(num_events, false) }
     counted_MPI_T_event_get_num(num_events)
 }
 #[inline(never)]
@@ -22564,7 +22758,7 @@ unsafe extern "C" fn counted_PMPI_T_event_get_num(num_events: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_num(num_events: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_num(num_events, true) }
+    if !rt::plain_here() { return general_MPI_T_event_get_num(num_events, true) }
     counted_PMPI_T_event_get_num(num_events)
 }
 
@@ -22592,7 +22786,7 @@ unsafe extern "C" fn counted_MPI_T_event_get_source(event_instance: MPI_T_event_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_source(event_instance: MPI_T_event_instance, source_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_source(event_instance, source_index, false) }
+    if !rt::plain_here() { return general_MPI_T_event_get_source(event_instance, source_index, false) }
     counted_MPI_T_event_get_source(event_instance, source_index)
 }
 #[inline(never)]
@@ -22601,7 +22795,7 @@ unsafe extern "C" fn counted_PMPI_T_event_get_source(event_instance: MPI_T_event
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_source(event_instance: MPI_T_event_instance, source_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_source(event_instance, source_index, true) }
+    if !rt::plain_here() { return general_MPI_T_event_get_source(event_instance, source_index, true) }
     counted_PMPI_T_event_get_source(event_instance, source_index)
 }
 
@@ -22629,7 +22823,7 @@ unsafe extern "C" fn counted_MPI_T_event_get_timestamp(event_instance: MPI_T_eve
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_get_timestamp(event_instance: MPI_T_event_instance, event_timestamp: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, false) }
+    if !rt::plain_here() { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, false) }
     counted_MPI_T_event_get_timestamp(event_instance, event_timestamp)
 }
 #[inline(never)]
@@ -22638,7 +22832,7 @@ unsafe extern "C" fn counted_PMPI_T_event_get_timestamp(event_instance: MPI_T_ev
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_get_timestamp(event_instance: MPI_T_event_instance, event_timestamp: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, true) }
+    if !rt::plain_here() { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, true) }
     counted_PMPI_T_event_get_timestamp(event_instance, event_timestamp)
 }
 
@@ -22666,7 +22860,7 @@ unsafe extern "C" fn counted_MPI_T_event_handle_alloc(event_index: c_int, obj_ha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: MPI_Info, event_registration: *mut MPI_T_event_registration) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, false) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, false) }
     counted_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration)
 }
 #[inline(never)]
@@ -22675,7 +22869,7 @@ unsafe extern "C" fn counted_PMPI_T_event_handle_alloc(event_index: c_int, obj_h
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_alloc(event_index: c_int, obj_handle: *mut c_void, info: MPI_Info, event_registration: *mut MPI_T_event_registration) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, true) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, true) }
     counted_PMPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration)
 }
 
@@ -22703,7 +22897,7 @@ unsafe extern "C" fn counted_MPI_T_event_handle_free(event_registration: MPI_T_e
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_free(event_registration: MPI_T_event_registration, user_data: *mut c_void, free_cb_function: MPI_T_event_free_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, false) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, false) }
     counted_MPI_T_event_handle_free(event_registration, user_data, free_cb_function)
 }
 #[inline(never)]
@@ -22712,7 +22906,7 @@ unsafe extern "C" fn counted_PMPI_T_event_handle_free(event_registration: MPI_T_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_free(event_registration: MPI_T_event_registration, user_data: *mut c_void, free_cb_function: MPI_T_event_free_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, true) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, true) }
     counted_PMPI_T_event_handle_free(event_registration, user_data, free_cb_function)
 }
 
@@ -22740,7 +22934,7 @@ unsafe extern "C" fn counted_MPI_T_event_handle_get_info(event_registration: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_get_info(event_registration: MPI_T_event_registration, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_get_info(event_registration, info_used, false) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_get_info(event_registration, info_used, false) }
     counted_MPI_T_event_handle_get_info(event_registration, info_used)
 }
 #[inline(never)]
@@ -22749,7 +22943,7 @@ unsafe extern "C" fn counted_PMPI_T_event_handle_get_info(event_registration: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_get_info(event_registration: MPI_T_event_registration, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_get_info(event_registration, info_used, true) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_get_info(event_registration, info_used, true) }
     counted_PMPI_T_event_handle_get_info(event_registration, info_used)
 }
 
@@ -22777,7 +22971,7 @@ unsafe extern "C" fn counted_MPI_T_event_handle_set_info(event_registration: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_handle_set_info(event_registration: MPI_T_event_registration, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_set_info(event_registration, info, false) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_set_info(event_registration, info, false) }
     counted_MPI_T_event_handle_set_info(event_registration, info)
 }
 #[inline(never)]
@@ -22786,7 +22980,7 @@ unsafe extern "C" fn counted_PMPI_T_event_handle_set_info(event_registration: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_handle_set_info(event_registration: MPI_T_event_registration, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_handle_set_info(event_registration, info, true) }
+    if !rt::plain_here() { return general_MPI_T_event_handle_set_info(event_registration, info, true) }
     counted_PMPI_T_event_handle_set_info(event_registration, info)
 }
 
@@ -22814,7 +23008,7 @@ unsafe extern "C" fn counted_MPI_T_event_read(event_instance: MPI_T_event_instan
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_read(event_instance: MPI_T_event_instance, element_index: c_int, buffer: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_read(event_instance, element_index, buffer, false) }
+    if !rt::plain_here() { return general_MPI_T_event_read(event_instance, element_index, buffer, false) }
     counted_MPI_T_event_read(event_instance, element_index, buffer)
 }
 #[inline(never)]
@@ -22823,7 +23017,7 @@ unsafe extern "C" fn counted_PMPI_T_event_read(event_instance: MPI_T_event_insta
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_read(event_instance: MPI_T_event_instance, element_index: c_int, buffer: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_read(event_instance, element_index, buffer, true) }
+    if !rt::plain_here() { return general_MPI_T_event_read(event_instance, element_index, buffer, true) }
     counted_PMPI_T_event_read(event_instance, element_index, buffer)
 }
 
@@ -22851,7 +23045,7 @@ unsafe extern "C" fn counted_MPI_T_event_register_callback(event_registration: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_register_callback(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info, user_data: *mut c_void, event_cb_function: MPI_T_event_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, false) }
+    if !rt::plain_here() { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, false) }
     counted_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function)
 }
 #[inline(never)]
@@ -22860,7 +23054,7 @@ unsafe extern "C" fn counted_PMPI_T_event_register_callback(event_registration: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_register_callback(event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info, user_data: *mut c_void, event_cb_function: MPI_T_event_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, true) }
+    if !rt::plain_here() { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, true) }
     counted_PMPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function)
 }
 
@@ -22888,7 +23082,7 @@ unsafe extern "C" fn counted_MPI_T_event_set_dropped_handler(event_registration:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_event_set_dropped_handler(event_registration: MPI_T_event_registration, dropped_cb_function: MPI_T_event_dropped_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, false) }
+    if !rt::plain_here() { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, false) }
     counted_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function)
 }
 #[inline(never)]
@@ -22897,7 +23091,7 @@ unsafe extern "C" fn counted_PMPI_T_event_set_dropped_handler(event_registration
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_event_set_dropped_handler(event_registration: MPI_T_event_registration, dropped_cb_function: MPI_T_event_dropped_cb_function) -> c_int {
-    if !gates::plain() { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, true) }
+    if !rt::plain_here() { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, true) }
     counted_PMPI_T_event_set_dropped_handler(event_registration, dropped_cb_function)
 }
 
@@ -22925,7 +23119,7 @@ unsafe extern "C" fn counted_MPI_T_source_get_info(source_index: c_int, name: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut MPI_T_source_order, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, false) }
+    if !rt::plain_here() { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, false) }
     counted_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info)
 }
 #[inline(never)]
@@ -22934,7 +23128,7 @@ unsafe extern "C" fn counted_PMPI_T_source_get_info(source_index: c_int, name: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_info(source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut MPI_T_source_order, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, true) }
+    if !rt::plain_here() { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, true) }
     counted_PMPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info)
 }
 
@@ -22962,7 +23156,7 @@ unsafe extern "C" fn counted_MPI_T_source_get_num(num_sources: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_num(num_sources: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_num(num_sources, false) }
+    if !rt::plain_here() { return general_MPI_T_source_get_num(num_sources, false) }
     counted_MPI_T_source_get_num(num_sources)
 }
 #[inline(never)]
@@ -22971,7 +23165,7 @@ unsafe extern "C" fn counted_PMPI_T_source_get_num(num_sources: *mut c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_num(num_sources: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_num(num_sources, true) }
+    if !rt::plain_here() { return general_MPI_T_source_get_num(num_sources, true) }
     counted_PMPI_T_source_get_num(num_sources)
 }
 
@@ -22999,7 +23193,7 @@ unsafe extern "C" fn counted_MPI_T_source_get_timestamp(source_index: c_int, tim
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_timestamp(source_index, timestamp, false) }
+    if !rt::plain_here() { return general_MPI_T_source_get_timestamp(source_index, timestamp, false) }
     counted_MPI_T_source_get_timestamp(source_index, timestamp)
 }
 #[inline(never)]
@@ -23008,7 +23202,7 @@ unsafe extern "C" fn counted_PMPI_T_source_get_timestamp(source_index: c_int, ti
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_source_get_timestamp(source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_T_source_get_timestamp(source_index, timestamp, true) }
+    if !rt::plain_here() { return general_MPI_T_source_get_timestamp(source_index, timestamp, true) }
     counted_PMPI_T_source_get_timestamp(source_index, timestamp)
 }
 

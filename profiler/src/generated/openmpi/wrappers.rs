@@ -11,7 +11,6 @@
 
 use super::routines::id;
 use crate::ffi::{MPI_Aint, MPI_Comm, MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, MPI_Comm_errhandler_function, MPI_Copy_function, MPI_Count, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, MPI_Datatype, MPI_Delete_function, MPI_Errhandler, MPI_File, MPI_File_errhandler_function, MPI_Grequest_cancel_function, MPI_Grequest_free_function, MPI_Grequest_query_function, MPI_Group, MPI_Info, MPI_Message, MPI_Offset, MPI_Op, MPI_Request, MPI_Status, MPI_T_cvar_handle, MPI_T_enum, MPI_T_pvar_handle, MPI_T_pvar_session, MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, MPI_User_function, MPI_Win, MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, MPI_Win_errhandler_function};
-use crate::gates;
 use crate::next::Next;
 use crate::requests;
 use crate::rt;
@@ -44,7 +43,7 @@ unsafe extern "C" fn counted_MPI_Bsend(buf: *const c_void, count: c_int, datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -53,7 +52,7 @@ unsafe extern "C" fn counted_PMPI_Bsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 
@@ -81,7 +80,7 @@ unsafe extern "C" fn counted_MPI_Bsend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -90,7 +89,7 @@ unsafe extern "C" fn counted_PMPI_Bsend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -118,7 +117,7 @@ unsafe extern "C" fn counted_MPI_Buffer_attach(buffer: *mut c_void, size: c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach(buffer, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach(buffer, size, false) }
     counted_MPI_Buffer_attach(buffer, size)
 }
 #[inline(never)]
@@ -127,7 +126,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_attach(buffer: *mut c_void, size: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_attach(buffer, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_attach(buffer, size, true) }
     counted_PMPI_Buffer_attach(buffer, size)
 }
 
@@ -155,7 +154,7 @@ unsafe extern "C" fn counted_MPI_Buffer_detach(buffer: *mut c_void, size: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach(buffer, size, false) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach(buffer, size, false) }
     counted_MPI_Buffer_detach(buffer, size)
 }
 #[inline(never)]
@@ -164,7 +163,7 @@ unsafe extern "C" fn counted_PMPI_Buffer_detach(buffer: *mut c_void, size: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Buffer_detach(buffer, size, true) }
+    if !rt::plain_here() { return general_MPI_Buffer_detach(buffer, size, true) }
     counted_PMPI_Buffer_detach(buffer, size)
 }
 
@@ -192,7 +191,7 @@ unsafe extern "C" fn counted_MPI_Cancel(request: *mut MPI_Request) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Cancel(request, false) }
+    if !rt::plain_here() { return general_MPI_Cancel(request, false) }
     counted_MPI_Cancel(request)
 }
 #[inline(never)]
@@ -201,7 +200,7 @@ unsafe extern "C" fn counted_PMPI_Cancel(request: *mut MPI_Request) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Cancel(request, true) }
+    if !rt::plain_here() { return general_MPI_Cancel(request, true) }
     counted_PMPI_Cancel(request)
 }
 
@@ -232,7 +231,7 @@ unsafe extern "C" fn counted_MPI_Get_count(status: *const MPI_Status, datatype: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_count(status, datatype, count, false) }
     counted_MPI_Get_count(status, datatype, count)
 }
 #[inline(never)]
@@ -243,7 +242,7 @@ unsafe extern "C" fn counted_PMPI_Get_count(status: *const MPI_Status, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_count(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_count(status, datatype, count, true) }
     counted_PMPI_Get_count(status, datatype, count)
 }
 
@@ -271,7 +270,7 @@ unsafe extern "C" fn counted_MPI_Get_elements(status: *const MPI_Status, datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_elements(status, datatype, count, false) }
     counted_MPI_Get_elements(status, datatype, count)
 }
 #[inline(never)]
@@ -280,7 +279,7 @@ unsafe extern "C" fn counted_PMPI_Get_elements(status: *const MPI_Status, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_elements(status, datatype, count, true) }
     counted_PMPI_Get_elements(status, datatype, count)
 }
 
@@ -308,7 +307,7 @@ unsafe extern "C" fn counted_MPI_Get_elements_x(status: *const MPI_Status, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_x(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Get_elements_x(status, datatype, count, false) }
     counted_MPI_Get_elements_x(status, datatype, count)
 }
 #[inline(never)]
@@ -317,7 +316,7 @@ unsafe extern "C" fn counted_PMPI_Get_elements_x(status: *const MPI_Status, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Get_elements_x(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Get_elements_x(status, datatype, count, true) }
     counted_PMPI_Get_elements_x(status, datatype, count)
 }
 
@@ -345,7 +344,7 @@ unsafe extern "C" fn counted_MPI_Grequest_complete(request: MPI_Request) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_complete(request, false) }
+    if !rt::plain_here() { return general_MPI_Grequest_complete(request, false) }
     counted_MPI_Grequest_complete(request)
 }
 #[inline(never)]
@@ -354,7 +353,7 @@ unsafe extern "C" fn counted_PMPI_Grequest_complete(request: MPI_Request) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_complete(request, true) }
+    if !rt::plain_here() { return general_MPI_Grequest_complete(request, true) }
     counted_PMPI_Grequest_complete(request)
 }
 
@@ -382,7 +381,7 @@ unsafe extern "C" fn counted_MPI_Grequest_start(query_fn: MPI_Grequest_query_fun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, false) }
+    if !rt::plain_here() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, false) }
     counted_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 #[inline(never)]
@@ -391,7 +390,7 @@ unsafe extern "C" fn counted_PMPI_Grequest_start(query_fn: MPI_Grequest_query_fu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, true) }
+    if !rt::plain_here() { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, true) }
     counted_PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
@@ -420,7 +419,7 @@ unsafe extern "C" fn counted_MPI_Ibsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -429,7 +428,7 @@ unsafe extern "C" fn counted_PMPI_Ibsend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -457,7 +456,7 @@ unsafe extern "C" fn counted_MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Improbe(source, tag, comm, flag, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Improbe(source, tag, comm, flag, message, status, false) }
     counted_MPI_Improbe(source, tag, comm, flag, message, status)
 }
 #[inline(never)]
@@ -466,7 +465,7 @@ unsafe extern "C" fn counted_PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_C
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Improbe(source, tag, comm, flag, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Improbe(source, tag, comm, flag, message, status, true) }
     counted_PMPI_Improbe(source, tag, comm, flag, message, status)
 }
 
@@ -494,7 +493,7 @@ unsafe extern "C" fn counted_MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv(buf, count, r#type, message, request, false) }
+    if !rt::plain_here() { return general_MPI_Imrecv(buf, count, r#type, message, request, false) }
     counted_MPI_Imrecv(buf, count, r#type, message, request)
 }
 #[inline(never)]
@@ -503,7 +502,7 @@ unsafe extern "C" fn counted_PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Imrecv(buf, count, r#type, message, request, true) }
+    if !rt::plain_here() { return general_MPI_Imrecv(buf, count, r#type, message, request, true) }
     counted_PMPI_Imrecv(buf, count, r#type, message, request)
 }
 
@@ -534,7 +533,7 @@ unsafe extern "C" fn counted_MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Com
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Iprobe(source, tag, comm, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Iprobe(source, tag, comm, flag, status, false) }
     counted_MPI_Iprobe(source, tag, comm, flag, status)
 }
 #[inline(never)]
@@ -545,7 +544,7 @@ unsafe extern "C" fn counted_PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Co
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Iprobe(source, tag, comm, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Iprobe(source, tag, comm, flag, status, true) }
     counted_PMPI_Iprobe(source, tag, comm, flag, status)
 }
 
@@ -576,7 +575,7 @@ unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -587,7 +586,7 @@ unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -616,7 +615,7 @@ unsafe extern "C" fn counted_MPI_Irsend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -625,7 +624,7 @@ unsafe extern "C" fn counted_PMPI_Irsend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -657,7 +656,7 @@ unsafe extern "C" fn counted_MPI_Isend(buf: *const c_void, count: c_int, datatyp
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -668,7 +667,7 @@ unsafe extern "C" fn counted_PMPI_Isend(buf: *const c_void, count: c_int, dataty
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -697,7 +696,7 @@ unsafe extern "C" fn counted_MPI_Issend(buf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -706,7 +705,7 @@ unsafe extern "C" fn counted_PMPI_Issend(buf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -734,7 +733,7 @@ unsafe extern "C" fn counted_MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mprobe(source, tag, comm, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Mprobe(source, tag, comm, message, status, false) }
     counted_MPI_Mprobe(source, tag, comm, message, status)
 }
 #[inline(never)]
@@ -743,7 +742,7 @@ unsafe extern "C" fn counted_PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mprobe(source, tag, comm, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Mprobe(source, tag, comm, message, status, true) }
     counted_PMPI_Mprobe(source, tag, comm, message, status)
 }
 
@@ -773,7 +772,7 @@ unsafe extern "C" fn counted_MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv(buf, count, r#type, message, status, false) }
+    if !rt::plain_here() { return general_MPI_Mrecv(buf, count, r#type, message, status, false) }
     counted_MPI_Mrecv(buf, count, r#type, message, status)
 }
 #[inline(never)]
@@ -782,7 +781,7 @@ unsafe extern "C" fn counted_PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Mrecv(buf, count, r#type, message, status, true) }
+    if !rt::plain_here() { return general_MPI_Mrecv(buf, count, r#type, message, status, true) }
     counted_PMPI_Mrecv(buf, count, r#type, message, status)
 }
 
@@ -813,7 +812,7 @@ unsafe extern "C" fn counted_MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Probe(source, tag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Probe(source, tag, comm, status, false) }
     counted_MPI_Probe(source, tag, comm, status)
 }
 #[inline(never)]
@@ -824,7 +823,7 @@ unsafe extern "C" fn counted_PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Com
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Probe(source, tag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Probe(source, tag, comm, status, true) }
     counted_PMPI_Probe(source, tag, comm, status)
 }
 
@@ -852,7 +851,7 @@ unsafe extern "C" fn counted_MPI_Recv_init(buf: *mut c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
@@ -861,7 +860,7 @@ unsafe extern "C" fn counted_PMPI_Recv_init(buf: *mut c_void, count: c_int, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 
@@ -894,7 +893,7 @@ unsafe extern "C" fn counted_MPI_Recv(buf: *mut c_void, count: c_int, datatype: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, false) }
     counted_MPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 #[inline(never)]
@@ -905,7 +904,7 @@ unsafe extern "C" fn counted_PMPI_Recv(buf: *mut c_void, count: c_int, datatype:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
     counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 
@@ -934,7 +933,7 @@ unsafe extern "C" fn counted_MPI_Request_free(request: *mut MPI_Request) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Request_free(request, false) }
+    if !rt::plain_here() { return general_MPI_Request_free(request, false) }
     counted_MPI_Request_free(request)
 }
 #[inline(never)]
@@ -943,7 +942,7 @@ unsafe extern "C" fn counted_PMPI_Request_free(request: *mut MPI_Request) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Request_free(request, true) }
+    if !rt::plain_here() { return general_MPI_Request_free(request, true) }
     counted_PMPI_Request_free(request)
 }
 
@@ -971,7 +970,7 @@ unsafe extern "C" fn counted_MPI_Request_get_status(request: MPI_Request, flag: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Request_get_status(request, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Request_get_status(request, flag, status, false) }
     counted_MPI_Request_get_status(request, flag, status)
 }
 #[inline(never)]
@@ -980,7 +979,7 @@ unsafe extern "C" fn counted_PMPI_Request_get_status(request: MPI_Request, flag:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Request_get_status(request, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Request_get_status(request, flag, status, true) }
     counted_PMPI_Request_get_status(request, flag, status)
 }
 
@@ -1008,7 +1007,7 @@ unsafe extern "C" fn counted_MPI_Rsend(ibuf: *const c_void, count: c_int, dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
@@ -1017,7 +1016,7 @@ unsafe extern "C" fn counted_PMPI_Rsend(ibuf: *const c_void, count: c_int, datat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 
@@ -1045,7 +1044,7 @@ unsafe extern "C" fn counted_MPI_Rsend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1054,7 +1053,7 @@ unsafe extern "C" fn counted_PMPI_Rsend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1082,7 +1081,7 @@ unsafe extern "C" fn counted_MPI_Send_init(buf: *const c_void, count: c_int, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1091,7 +1090,7 @@ unsafe extern "C" fn counted_PMPI_Send_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1116,24 +1115,39 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Send(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
 }
 
@@ -1166,7 +1180,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -1177,7 +1191,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
@@ -1207,7 +1221,7 @@ unsafe extern "C" fn counted_MPI_Sendrecv_replace(buf: *mut c_void, count: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, false) }
     counted_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 #[inline(never)]
@@ -1216,7 +1230,7 @@ unsafe extern "C" fn counted_PMPI_Sendrecv_replace(buf: *mut c_void, count: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
@@ -1244,7 +1258,7 @@ unsafe extern "C" fn counted_MPI_Ssend_init(buf: *const c_void, count: c_int, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, false) }
     counted_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
@@ -1253,7 +1267,7 @@ unsafe extern "C" fn counted_PMPI_Ssend_init(buf: *const c_void, count: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
@@ -1278,24 +1292,39 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) }
+    if !rt::plain_here() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) }
     counted_MPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
+    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buf, count, datatype, dest, tag, comm);
+    rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
+    if !rt::plain_here() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 
@@ -1326,7 +1355,7 @@ unsafe extern "C" fn counted_MPI_Start(request: *mut MPI_Request) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Start(request, false) }
+    if !rt::plain_here() { return general_MPI_Start(request, false) }
     counted_MPI_Start(request)
 }
 #[inline(never)]
@@ -1337,7 +1366,7 @@ unsafe extern "C" fn counted_PMPI_Start(request: *mut MPI_Request) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Start(request, true) }
+    if !rt::plain_here() { return general_MPI_Start(request, true) }
     counted_PMPI_Start(request)
 }
 
@@ -1368,7 +1397,7 @@ unsafe extern "C" fn counted_MPI_Startall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Startall(count, array_of_requests, false) }
+    if !rt::plain_here() { return general_MPI_Startall(count, array_of_requests, false) }
     counted_MPI_Startall(count, array_of_requests)
 }
 #[inline(never)]
@@ -1379,7 +1408,7 @@ unsafe extern "C" fn counted_PMPI_Startall(count: c_int, array_of_requests: *mut
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Startall(count, array_of_requests, true) }
+    if !rt::plain_here() { return general_MPI_Startall(count, array_of_requests, true) }
     counted_PMPI_Startall(count, array_of_requests)
 }
 
@@ -1407,7 +1436,7 @@ unsafe extern "C" fn counted_MPI_Status_set_cancelled(status: *mut MPI_Status, f
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_cancelled(status, flag, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_cancelled(status, flag, false) }
     counted_MPI_Status_set_cancelled(status, flag)
 }
 #[inline(never)]
@@ -1416,7 +1445,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_cancelled(status: *mut MPI_Status, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_cancelled(status, flag, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_cancelled(status, flag, true) }
     counted_PMPI_Status_set_cancelled(status, flag)
 }
 
@@ -1444,7 +1473,7 @@ unsafe extern "C" fn counted_MPI_Status_set_elements(status: *mut MPI_Status, da
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements(status, datatype, count, false) }
     counted_MPI_Status_set_elements(status, datatype, count)
 }
 #[inline(never)]
@@ -1453,7 +1482,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_elements(status: *mut MPI_Status, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements(status, datatype, count, true) }
     counted_PMPI_Status_set_elements(status, datatype, count)
 }
 
@@ -1481,7 +1510,7 @@ unsafe extern "C" fn counted_MPI_Status_set_elements_x(status: *mut MPI_Status, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements_x(status, datatype, count, false) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements_x(status, datatype, count, false) }
     counted_MPI_Status_set_elements_x(status, datatype, count)
 }
 #[inline(never)]
@@ -1490,7 +1519,7 @@ unsafe extern "C" fn counted_PMPI_Status_set_elements_x(status: *mut MPI_Status,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Status_set_elements_x(status, datatype, count, true) }
+    if !rt::plain_here() { return general_MPI_Status_set_elements_x(status, datatype, count, true) }
     counted_PMPI_Status_set_elements_x(status, datatype, count)
 }
 
@@ -1528,7 +1557,7 @@ unsafe extern "C" fn counted_MPI_Testall(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, false) }
     counted_MPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
@@ -1539,7 +1568,7 @@ unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
     counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 
@@ -1577,7 +1606,7 @@ unsafe extern "C" fn counted_MPI_Testany(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testany(count, array_of_requests, index, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Testany(count, array_of_requests, index, flag, status, false) }
     counted_MPI_Testany(count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
@@ -1588,7 +1617,7 @@ unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testany(count, array_of_requests, index, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Testany(count, array_of_requests, index, flag, status, true) }
     counted_PMPI_Testany(count, array_of_requests, index, flag, status)
 }
 
@@ -1626,7 +1655,7 @@ unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Test(request, flag, status, false) }
+    if !rt::plain_here() { return general_MPI_Test(request, flag, status, false) }
     counted_MPI_Test(request, flag, status)
 }
 #[inline(never)]
@@ -1637,7 +1666,7 @@ unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Test(request, flag, status, true) }
+    if !rt::plain_here() { return general_MPI_Test(request, flag, status, true) }
     counted_PMPI_Test(request, flag, status)
 }
 
@@ -1665,7 +1694,7 @@ unsafe extern "C" fn counted_MPI_Test_cancelled(status: *const MPI_Status, flag:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Test_cancelled(status, flag, false) }
+    if !rt::plain_here() { return general_MPI_Test_cancelled(status, flag, false) }
     counted_MPI_Test_cancelled(status, flag)
 }
 #[inline(never)]
@@ -1674,7 +1703,7 @@ unsafe extern "C" fn counted_PMPI_Test_cancelled(status: *const MPI_Status, flag
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Test_cancelled(status, flag, true) }
+    if !rt::plain_here() { return general_MPI_Test_cancelled(status, flag, true) }
     counted_PMPI_Test_cancelled(status, flag)
 }
 
@@ -1708,7 +1737,7 @@ unsafe extern "C" fn counted_MPI_Testsome(incount: c_int, array_of_requests: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
     counted_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
@@ -1717,7 +1746,7 @@ unsafe extern "C" fn counted_PMPI_Testsome(incount: c_int, array_of_requests: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
     counted_PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
@@ -1755,7 +1784,7 @@ unsafe extern "C" fn counted_MPI_Waitall(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, false) }
     counted_MPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
@@ -1766,7 +1795,7 @@ unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
     counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 
@@ -1804,7 +1833,7 @@ unsafe extern "C" fn counted_MPI_Waitany(count: c_int, array_of_requests: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitany(count, array_of_requests, index, status, false) }
+    if !rt::plain_here() { return general_MPI_Waitany(count, array_of_requests, index, status, false) }
     counted_MPI_Waitany(count, array_of_requests, index, status)
 }
 #[inline(never)]
@@ -1815,7 +1844,7 @@ unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitany(count, array_of_requests, index, status, true) }
+    if !rt::plain_here() { return general_MPI_Waitany(count, array_of_requests, index, status, true) }
     counted_PMPI_Waitany(count, array_of_requests, index, status)
 }
 
@@ -1853,7 +1882,7 @@ unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MP
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Wait(request, status, false) }
+    if !rt::plain_here() { return general_MPI_Wait(request, status, false) }
     counted_MPI_Wait(request, status)
 }
 #[inline(never)]
@@ -1864,7 +1893,7 @@ unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut M
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Wait(request, status, true) }
+    if !rt::plain_here() { return general_MPI_Wait(request, status, true) }
     counted_PMPI_Wait(request, status)
 }
 
@@ -1898,7 +1927,7 @@ unsafe extern "C" fn counted_MPI_Waitsome(incount: c_int, array_of_requests: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
+    if !rt::plain_here() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, false) }
     counted_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 #[inline(never)]
@@ -1907,7 +1936,7 @@ unsafe extern "C" fn counted_PMPI_Waitsome(incount: c_int, array_of_requests: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
+    if !rt::plain_here() { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, true) }
     counted_PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
@@ -1932,24 +1961,39 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -1977,7 +2021,7 @@ unsafe extern "C" fn counted_MPI_Iallgather(sendbuf: *const c_void, sendcount: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -1986,7 +2030,7 @@ unsafe extern "C" fn counted_PMPI_Iallgather(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -2017,7 +2061,7 @@ unsafe extern "C" fn counted_MPI_Allgatherv(sendbuf: *const c_void, sendcount: c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -2028,7 +2072,7 @@ unsafe extern "C" fn counted_PMPI_Allgatherv(sendbuf: *const c_void, sendcount: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -2056,7 +2100,7 @@ unsafe extern "C" fn counted_MPI_Iallgatherv(sendbuf: *const c_void, sendcount: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -2065,7 +2109,7 @@ unsafe extern "C" fn counted_PMPI_Iallgatherv(sendbuf: *const c_void, sendcount:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -2090,24 +2134,39 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -2132,24 +2191,39 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -2174,24 +2248,39 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -2216,24 +2305,39 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+    rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -2264,7 +2368,7 @@ unsafe extern "C" fn counted_MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -2275,7 +2379,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -2303,7 +2407,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -2312,7 +2416,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -2340,7 +2444,7 @@ unsafe extern "C" fn counted_MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -2349,7 +2453,7 @@ unsafe extern "C" fn counted_PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -2377,7 +2481,7 @@ unsafe extern "C" fn counted_MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -2386,7 +2490,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -2411,24 +2515,39 @@ unsafe extern "C" fn general_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Barrier(via_pmpi, false, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(false, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier(comm, false) }
+    if !rt::plain_here() { return general_MPI_Barrier(comm, false) }
     counted_MPI_Barrier(comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    wrap_MPI_Barrier(true, false, comm)
+    let traffic = Traffic::None;
+    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(comm);
+    rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Barrier(comm, true) }
+    if !rt::plain_here() { return general_MPI_Barrier(comm, true) }
     counted_PMPI_Barrier(comm)
 }
 
@@ -2459,7 +2578,7 @@ unsafe extern "C" fn counted_MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Requ
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibarrier(comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibarrier(comm, request, false) }
     counted_MPI_Ibarrier(comm, request)
 }
 #[inline(never)]
@@ -2470,7 +2589,7 @@ unsafe extern "C" fn counted_PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Req
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibarrier(comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibarrier(comm, request, true) }
     counted_PMPI_Ibarrier(comm, request)
 }
 
@@ -2495,24 +2614,39 @@ unsafe extern "C" fn general_MPI_Bcast(buffer: *mut c_void, count: c_int, dataty
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Bcast(via_pmpi, false, buffer, count, datatype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(false, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast(buffer, count, datatype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     counted_MPI_Bcast(buffer, count, datatype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Bcast(true, false, buffer, count, datatype, root, comm)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm);
+    rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Bcast(buffer, count, datatype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     counted_PMPI_Bcast(buffer, count, datatype, root, comm)
 }
 
@@ -2537,24 +2671,39 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) }
     counted_MPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(buffer, count, datatype, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
     counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 
@@ -2582,7 +2731,7 @@ unsafe extern "C" fn counted_MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -2591,7 +2740,7 @@ unsafe extern "C" fn counted_PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -2619,7 +2768,7 @@ unsafe extern "C" fn counted_MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -2628,7 +2777,7 @@ unsafe extern "C" fn counted_PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -2656,7 +2805,7 @@ unsafe extern "C" fn counted_MPI_Gather(sendbuf: *const c_void, sendcount: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -2665,7 +2814,7 @@ unsafe extern "C" fn counted_PMPI_Gather(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -2693,7 +2842,7 @@ unsafe extern "C" fn counted_MPI_Igather(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -2702,7 +2851,7 @@ unsafe extern "C" fn counted_PMPI_Igather(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -2730,7 +2879,7 @@ unsafe extern "C" fn counted_MPI_Gatherv(sendbuf: *const c_void, sendcount: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, false) }
     counted_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 #[inline(never)]
@@ -2739,7 +2888,7 @@ unsafe extern "C" fn counted_PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, true) }
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
@@ -2767,7 +2916,7 @@ unsafe extern "C" fn counted_MPI_Igatherv(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, false) }
     counted_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -2776,7 +2925,7 @@ unsafe extern "C" fn counted_PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, true) }
     counted_PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
@@ -2804,7 +2953,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgather(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -2813,7 +2962,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgather(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -2841,7 +2990,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgather(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -2850,7 +2999,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgather(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -2878,7 +3027,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_allgatherv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, false) }
     counted_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
@@ -2887,7 +3036,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_allgatherv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
@@ -2915,7 +3064,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_allgatherv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 #[inline(never)]
@@ -2924,7 +3073,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
@@ -2952,7 +3101,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoall(sendbuf: *const c_void, sendc
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
@@ -2961,7 +3110,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoall(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
@@ -2989,7 +3138,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoall(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
@@ -2998,7 +3147,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
@@ -3026,7 +3175,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallv(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, false) }
     counted_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
@@ -3035,7 +3184,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
@@ -3063,7 +3212,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, false) }
     counted_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 #[inline(never)]
@@ -3072,7 +3221,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
@@ -3100,7 +3249,7 @@ unsafe extern "C" fn counted_MPI_Neighbor_alltoallw(sendbuf: *const c_void, send
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, false) }
     counted_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 #[inline(never)]
@@ -3109,7 +3258,7 @@ unsafe extern "C" fn counted_PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
+    if !rt::plain_here() { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, true) }
     counted_PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
@@ -3137,7 +3286,7 @@ unsafe extern "C" fn counted_MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, false) }
     counted_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 #[inline(never)]
@@ -3146,7 +3295,7 @@ unsafe extern "C" fn counted_PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, se
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, true) }
     counted_PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
@@ -3171,24 +3320,39 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) }
     counted_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
     counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
@@ -3213,24 +3377,39 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
+    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) }
     counted_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
     counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
@@ -3258,7 +3437,7 @@ unsafe extern "C" fn counted_MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, false) }
     counted_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 #[inline(never)]
@@ -3267,7 +3446,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, true) }
     counted_PMPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 
@@ -3295,7 +3474,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 #[inline(never)]
@@ -3304,7 +3483,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
@@ -3332,7 +3511,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -3341,7 +3520,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
@@ -3369,7 +3548,7 @@ unsafe extern "C" fn counted_MPI_Reduce_scatter_block(sendbuf: *const c_void, re
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, false) }
     counted_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 #[inline(never)]
@@ -3378,7 +3557,7 @@ unsafe extern "C" fn counted_PMPI_Reduce_scatter_block(sendbuf: *const c_void, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, true) }
     counted_PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
@@ -3406,7 +3585,7 @@ unsafe extern "C" fn counted_MPI_Ireduce_scatter_block(sendbuf: *const c_void, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, false) }
     counted_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -3415,7 +3594,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce_scatter_block(sendbuf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, true) }
     counted_PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
@@ -3443,7 +3622,7 @@ unsafe extern "C" fn counted_MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, false) }
     counted_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
@@ -3452,7 +3631,7 @@ unsafe extern "C" fn counted_PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
@@ -3480,7 +3659,7 @@ unsafe extern "C" fn counted_MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, false) }
     counted_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
@@ -3489,7 +3668,7 @@ unsafe extern "C" fn counted_PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
@@ -3514,24 +3693,39 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
+    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(false);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+    let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
+    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    let call = rt::enter_steady(true);
+    let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -3559,7 +3753,7 @@ unsafe extern "C" fn counted_MPI_Iscatter(sendbuf: *const c_void, sendcount: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -3568,7 +3762,7 @@ unsafe extern "C" fn counted_PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -3596,7 +3790,7 @@ unsafe extern "C" fn counted_MPI_Scatterv(sendbuf: *const c_void, sendcounts: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
+    if !rt::plain_here() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, false) }
     counted_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
@@ -3605,7 +3799,7 @@ unsafe extern "C" fn counted_PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
+    if !rt::plain_here() { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
@@ -3633,7 +3827,7 @@ unsafe extern "C" fn counted_MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
+    if !rt::plain_here() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, false) }
     counted_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 #[inline(never)]
@@ -3642,7 +3836,7 @@ unsafe extern "C" fn counted_PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
+    if !rt::plain_here() { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, true) }
     counted_PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
@@ -3670,7 +3864,7 @@ unsafe extern "C" fn counted_MPI_Accumulate(origin_addr: *const c_void, origin_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -3679,7 +3873,7 @@ unsafe extern "C" fn counted_PMPI_Accumulate(origin_addr: *const c_void, origin_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -3707,7 +3901,7 @@ unsafe extern "C" fn counted_MPI_Compare_and_swap(origin_addr: *const c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, false) }
+    if !rt::plain_here() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, false) }
     counted_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 #[inline(never)]
@@ -3716,7 +3910,7 @@ unsafe extern "C" fn counted_PMPI_Compare_and_swap(origin_addr: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, true) }
+    if !rt::plain_here() { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, true) }
     counted_PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
@@ -3744,7 +3938,7 @@ unsafe extern "C" fn counted_MPI_Fetch_and_op(origin_addr: *const c_void, result
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, false) }
     counted_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 #[inline(never)]
@@ -3753,7 +3947,7 @@ unsafe extern "C" fn counted_PMPI_Fetch_and_op(origin_addr: *const c_void, resul
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, true) }
     counted_PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
@@ -3784,7 +3978,7 @@ unsafe extern "C" fn counted_MPI_Get(origin_addr: *mut c_void, origin_count: c_i
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -3795,7 +3989,7 @@ unsafe extern "C" fn counted_PMPI_Get(origin_addr: *mut c_void, origin_count: c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -3823,7 +4017,7 @@ unsafe extern "C" fn counted_MPI_Get_accumulate(origin_addr: *const c_void, orig
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, false) }
     counted_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 #[inline(never)]
@@ -3832,7 +4026,7 @@ unsafe extern "C" fn counted_PMPI_Get_accumulate(origin_addr: *const c_void, ori
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
+    if !rt::plain_here() { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, true) }
     counted_PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
@@ -3863,7 +4057,7 @@ unsafe extern "C" fn counted_MPI_Put(origin_addr: *const c_void, origin_count: c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
+    if !rt::plain_here() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, false) }
     counted_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
@@ -3874,7 +4068,7 @@ unsafe extern "C" fn counted_PMPI_Put(origin_addr: *const c_void, origin_count: 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
+    if !rt::plain_here() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
@@ -3902,7 +4096,7 @@ unsafe extern "C" fn counted_MPI_Raccumulate(origin_addr: *const c_void, origin_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -3911,7 +4105,7 @@ unsafe extern "C" fn counted_PMPI_Raccumulate(origin_addr: *const c_void, origin
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -3939,7 +4133,7 @@ unsafe extern "C" fn counted_MPI_Rget(origin_addr: *mut c_void, origin_count: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, false) }
     counted_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 #[inline(never)]
@@ -3948,7 +4142,7 @@ unsafe extern "C" fn counted_PMPI_Rget(origin_addr: *mut c_void, origin_count: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, true) }
     counted_PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
@@ -3976,7 +4170,7 @@ unsafe extern "C" fn counted_MPI_Rget_accumulate(origin_addr: *const c_void, ori
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, false) }
     counted_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 #[inline(never)]
@@ -3985,7 +4179,7 @@ unsafe extern "C" fn counted_PMPI_Rget_accumulate(origin_addr: *const c_void, or
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, true) }
     counted_PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
@@ -4013,7 +4207,7 @@ unsafe extern "C" fn counted_MPI_Rput(origin_addr: *const c_void, origin_count: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, false) }
+    if !rt::plain_here() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, false) }
     counted_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 #[inline(never)]
@@ -4022,7 +4216,7 @@ unsafe extern "C" fn counted_PMPI_Rput(origin_addr: *const c_void, origin_count:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, true) }
+    if !rt::plain_here() { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, true) }
     counted_PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
@@ -4050,7 +4244,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -4059,7 +4253,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -4087,7 +4281,7 @@ unsafe extern "C" fn counted_MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, false) }
     counted_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 #[inline(never)]
@@ -4096,7 +4290,7 @@ unsafe extern "C" fn counted_PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, true) }
     counted_PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 
@@ -4124,7 +4318,7 @@ unsafe extern "C" fn counted_MPI_Win_attach(win: MPI_Win, base: *mut c_void, siz
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Win_attach(win, base, size, false) }
+    if !rt::plain_here() { return general_MPI_Win_attach(win, base, size, false) }
     counted_MPI_Win_attach(win, base, size)
 }
 #[inline(never)]
@@ -4133,7 +4327,7 @@ unsafe extern "C" fn counted_PMPI_Win_attach(win: MPI_Win, base: *mut c_void, si
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Win_attach(win, base, size, true) }
+    if !rt::plain_here() { return general_MPI_Win_attach(win, base, size, true) }
     counted_PMPI_Win_attach(win, base, size)
 }
 
@@ -4161,7 +4355,7 @@ unsafe extern "C" fn counted_MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_call_errhandler(win, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Win_call_errhandler(win, errorcode, false) }
     counted_MPI_Win_call_errhandler(win, errorcode)
 }
 #[inline(never)]
@@ -4170,7 +4364,7 @@ unsafe extern "C" fn counted_PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_call_errhandler(win, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Win_call_errhandler(win, errorcode, true) }
     counted_PMPI_Win_call_errhandler(win, errorcode)
 }
 
@@ -4198,7 +4392,7 @@ unsafe extern "C" fn counted_MPI_Win_complete(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_complete(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_complete(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_complete(win, false) }
     counted_MPI_Win_complete(win)
 }
 #[inline(never)]
@@ -4207,7 +4401,7 @@ unsafe extern "C" fn counted_PMPI_Win_complete(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_complete(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_complete(win, true) }
     counted_PMPI_Win_complete(win)
 }
 
@@ -4235,7 +4429,7 @@ unsafe extern "C" fn counted_MPI_Win_create(base: *mut c_void, size: MPI_Aint, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, false) }
     counted_MPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 #[inline(never)]
@@ -4244,7 +4438,7 @@ unsafe extern "C" fn counted_PMPI_Win_create(base: *mut c_void, size: MPI_Aint, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, true) }
     counted_PMPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 
@@ -4272,7 +4466,7 @@ unsafe extern "C" fn counted_MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_dynamic(info, comm, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_dynamic(info, comm, win, false) }
     counted_MPI_Win_create_dynamic(info, comm, win)
 }
 #[inline(never)]
@@ -4281,7 +4475,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_C
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_dynamic(info, comm, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_dynamic(info, comm, win, true) }
     counted_PMPI_Win_create_dynamic(info, comm, win)
 }
 
@@ -4309,7 +4503,7 @@ unsafe extern "C" fn counted_MPI_Win_create_errhandler(function: MPI_Win_errhand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_errhandler(function, errhandler, false) }
     counted_MPI_Win_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -4318,7 +4512,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_errhandler(function: MPI_Win_errhan
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_errhandler(function, errhandler, true) }
     counted_PMPI_Win_create_errhandler(function, errhandler)
 }
 
@@ -4346,7 +4540,7 @@ unsafe extern "C" fn counted_MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_cop
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, false) }
     counted_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 #[inline(never)]
@@ -4355,7 +4549,7 @@ unsafe extern "C" fn counted_PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, true) }
     counted_PMPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
@@ -4383,7 +4577,7 @@ unsafe extern "C" fn counted_MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_delete_attr(win, win_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Win_delete_attr(win, win_keyval, false) }
     counted_MPI_Win_delete_attr(win, win_keyval)
 }
 #[inline(never)]
@@ -4392,7 +4586,7 @@ unsafe extern "C" fn counted_PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_delete_attr(win, win_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Win_delete_attr(win, win_keyval, true) }
     counted_PMPI_Win_delete_attr(win, win_keyval)
 }
 
@@ -4420,7 +4614,7 @@ unsafe extern "C" fn counted_MPI_Win_detach(win: MPI_Win, base: *const c_void) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_detach(win, base, false) }
+    if !rt::plain_here() { return general_MPI_Win_detach(win, base, false) }
     counted_MPI_Win_detach(win, base)
 }
 #[inline(never)]
@@ -4429,7 +4623,7 @@ unsafe extern "C" fn counted_PMPI_Win_detach(win: MPI_Win, base: *const c_void) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_detach(win, base, true) }
+    if !rt::plain_here() { return general_MPI_Win_detach(win, base, true) }
     counted_PMPI_Win_detach(win, base)
 }
 
@@ -4460,7 +4654,7 @@ unsafe extern "C" fn counted_MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_fence(assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_fence(assert, win, false) }
     counted_MPI_Win_fence(assert, win)
 }
 #[inline(never)]
@@ -4471,7 +4665,7 @@ unsafe extern "C" fn counted_PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_in
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_fence(assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_fence(assert, win, true) }
     counted_PMPI_Win_fence(assert, win)
 }
 
@@ -4502,7 +4696,7 @@ unsafe extern "C" fn counted_MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush(rank, win, false) }
     counted_MPI_Win_flush(rank, win)
 }
 #[inline(never)]
@@ -4513,7 +4707,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush(rank, win, true) }
     counted_PMPI_Win_flush(rank, win)
 }
 
@@ -4541,7 +4735,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_all(win, false) }
     counted_MPI_Win_flush_all(win)
 }
 #[inline(never)]
@@ -4550,7 +4744,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_all(win, true) }
     counted_PMPI_Win_flush_all(win)
 }
 
@@ -4578,7 +4772,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local(rank, win, false) }
     counted_MPI_Win_flush_local(rank, win)
 }
 #[inline(never)]
@@ -4587,7 +4781,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local(rank, win, true) }
     counted_PMPI_Win_flush_local(rank, win)
 }
 
@@ -4615,7 +4809,7 @@ unsafe extern "C" fn counted_MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local_all(win, false) }
     counted_MPI_Win_flush_local_all(win)
 }
 #[inline(never)]
@@ -4624,7 +4818,7 @@ unsafe extern "C" fn counted_PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_flush_local_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_flush_local_all(win, true) }
     counted_PMPI_Win_flush_local_all(win)
 }
 
@@ -4652,7 +4846,7 @@ unsafe extern "C" fn counted_MPI_Win_free(win: *mut MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_free(win, false) }
     counted_MPI_Win_free(win)
 }
 #[inline(never)]
@@ -4661,7 +4855,7 @@ unsafe extern "C" fn counted_PMPI_Win_free(win: *mut MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_free(win, true) }
     counted_PMPI_Win_free(win)
 }
 
@@ -4689,7 +4883,7 @@ unsafe extern "C" fn counted_MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free_keyval(win_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Win_free_keyval(win_keyval, false) }
     counted_MPI_Win_free_keyval(win_keyval)
 }
 #[inline(never)]
@@ -4698,7 +4892,7 @@ unsafe extern "C" fn counted_PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_free_keyval(win_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Win_free_keyval(win_keyval, true) }
     counted_PMPI_Win_free_keyval(win_keyval)
 }
 
@@ -4726,7 +4920,7 @@ unsafe extern "C" fn counted_MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, a
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, false) }
     counted_MPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -4735,7 +4929,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, true) }
     counted_PMPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 
@@ -4763,7 +4957,7 @@ unsafe extern "C" fn counted_MPI_Win_get_errhandler(win: MPI_Win, errhandler: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_errhandler(win, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_errhandler(win, errhandler, false) }
     counted_MPI_Win_get_errhandler(win, errhandler)
 }
 #[inline(never)]
@@ -4772,7 +4966,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_errhandler(win, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_errhandler(win, errhandler, true) }
     counted_PMPI_Win_get_errhandler(win, errhandler)
 }
 
@@ -4800,7 +4994,7 @@ unsafe extern "C" fn counted_MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_group(win, group, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_group(win, group, false) }
     counted_MPI_Win_get_group(win, group)
 }
 #[inline(never)]
@@ -4809,7 +5003,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_group(win, group, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_group(win, group, true) }
     counted_PMPI_Win_get_group(win, group)
 }
 
@@ -4837,7 +5031,7 @@ unsafe extern "C" fn counted_MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_info(win, info_used, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_info(win, info_used, false) }
     counted_MPI_Win_get_info(win, info_used)
 }
 #[inline(never)]
@@ -4846,7 +5040,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_info(win, info_used, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_info(win, info_used, true) }
     counted_PMPI_Win_get_info(win, info_used)
 }
 
@@ -4874,7 +5068,7 @@ unsafe extern "C" fn counted_MPI_Win_get_name(win: MPI_Win, win_name: *mut c_cha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_name(win, win_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Win_get_name(win, win_name, resultlen, false) }
     counted_MPI_Win_get_name(win, win_name, resultlen)
 }
 #[inline(never)]
@@ -4883,7 +5077,7 @@ unsafe extern "C" fn counted_PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_get_name(win, win_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Win_get_name(win, win_name, resultlen, true) }
     counted_PMPI_Win_get_name(win, win_name, resultlen)
 }
 
@@ -4914,7 +5108,7 @@ unsafe extern "C" fn counted_MPI_Win_lock(lock_type: c_int, rank: c_int, assert:
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock(lock_type, rank, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_lock(lock_type, rank, assert, win, false) }
     counted_MPI_Win_lock(lock_type, rank, assert, win)
 }
 #[inline(never)]
@@ -4925,7 +5119,7 @@ unsafe extern "C" fn counted_PMPI_Win_lock(lock_type: c_int, rank: c_int, assert
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock(lock_type, rank, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_lock(lock_type, rank, assert, win, true) }
     counted_PMPI_Win_lock(lock_type, rank, assert, win)
 }
 
@@ -4953,7 +5147,7 @@ unsafe extern "C" fn counted_MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock_all(assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_lock_all(assert, win, false) }
     counted_MPI_Win_lock_all(assert, win)
 }
 #[inline(never)]
@@ -4962,7 +5156,7 @@ unsafe extern "C" fn counted_PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_lock_all(assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_lock_all(assert, win, true) }
     counted_PMPI_Win_lock_all(assert, win)
 }
 
@@ -4990,7 +5184,7 @@ unsafe extern "C" fn counted_MPI_Win_post(group: MPI_Group, assert: c_int, win: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_post(group, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_post(group, assert, win, false) }
     counted_MPI_Win_post(group, assert, win)
 }
 #[inline(never)]
@@ -4999,7 +5193,7 @@ unsafe extern "C" fn counted_PMPI_Win_post(group: MPI_Group, assert: c_int, win:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_post(group, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_post(group, assert, win, true) }
     counted_PMPI_Win_post(group, assert, win)
 }
 
@@ -5027,7 +5221,7 @@ unsafe extern "C" fn counted_MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, a
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, false) }
     counted_MPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 #[inline(never)]
@@ -5036,7 +5230,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, true) }
     counted_PMPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 
@@ -5064,7 +5258,7 @@ unsafe extern "C" fn counted_MPI_Win_set_errhandler(win: MPI_Win, errhandler: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_errhandler(win, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_errhandler(win, errhandler, false) }
     counted_MPI_Win_set_errhandler(win, errhandler)
 }
 #[inline(never)]
@@ -5073,7 +5267,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_errhandler(win: MPI_Win, errhandler: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_errhandler(win, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_errhandler(win, errhandler, true) }
     counted_PMPI_Win_set_errhandler(win, errhandler)
 }
 
@@ -5101,7 +5295,7 @@ unsafe extern "C" fn counted_MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_info(win, info, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_info(win, info, false) }
     counted_MPI_Win_set_info(win, info)
 }
 #[inline(never)]
@@ -5110,7 +5304,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_info(win, info, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_info(win, info, true) }
     counted_PMPI_Win_set_info(win, info)
 }
 
@@ -5138,7 +5332,7 @@ unsafe extern "C" fn counted_MPI_Win_set_name(win: MPI_Win, win_name: *const c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_name(win, win_name, false) }
+    if !rt::plain_here() { return general_MPI_Win_set_name(win, win_name, false) }
     counted_MPI_Win_set_name(win, win_name)
 }
 #[inline(never)]
@@ -5147,7 +5341,7 @@ unsafe extern "C" fn counted_PMPI_Win_set_name(win: MPI_Win, win_name: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Win_set_name(win, win_name, true) }
+    if !rt::plain_here() { return general_MPI_Win_set_name(win, win_name, true) }
     counted_PMPI_Win_set_name(win, win_name)
 }
 
@@ -5175,7 +5369,7 @@ unsafe extern "C" fn counted_MPI_Win_shared_query(win: MPI_Win, rank: c_int, siz
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, false) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, false) }
     counted_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 #[inline(never)]
@@ -5184,7 +5378,7 @@ unsafe extern "C" fn counted_PMPI_Win_shared_query(win: MPI_Win, rank: c_int, si
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, true) }
+    if !rt::plain_here() { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, true) }
     counted_PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 
@@ -5212,7 +5406,7 @@ unsafe extern "C" fn counted_MPI_Win_start(group: MPI_Group, assert: c_int, win:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_start(group, assert, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_start(group, assert, win, false) }
     counted_MPI_Win_start(group, assert, win)
 }
 #[inline(never)]
@@ -5221,7 +5415,7 @@ unsafe extern "C" fn counted_PMPI_Win_start(group: MPI_Group, assert: c_int, win
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_start(group, assert, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_start(group, assert, win, true) }
     counted_PMPI_Win_start(group, assert, win)
 }
 
@@ -5249,7 +5443,7 @@ unsafe extern "C" fn counted_MPI_Win_sync(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_sync(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_sync(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_sync(win, false) }
     counted_MPI_Win_sync(win)
 }
 #[inline(never)]
@@ -5258,7 +5452,7 @@ unsafe extern "C" fn counted_PMPI_Win_sync(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_sync(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_sync(win, true) }
     counted_PMPI_Win_sync(win)
 }
 
@@ -5286,7 +5480,7 @@ unsafe extern "C" fn counted_MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_test(win, flag, false) }
+    if !rt::plain_here() { return general_MPI_Win_test(win, flag, false) }
     counted_MPI_Win_test(win, flag)
 }
 #[inline(never)]
@@ -5295,7 +5489,7 @@ unsafe extern "C" fn counted_PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Win_test(win, flag, true) }
+    if !rt::plain_here() { return general_MPI_Win_test(win, flag, true) }
     counted_PMPI_Win_test(win, flag)
 }
 
@@ -5326,7 +5520,7 @@ unsafe extern "C" fn counted_MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock(rank, win, false) }
+    if !rt::plain_here() { return general_MPI_Win_unlock(rank, win, false) }
     counted_MPI_Win_unlock(rank, win)
 }
 #[inline(never)]
@@ -5337,7 +5531,7 @@ unsafe extern "C" fn counted_PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock(rank, win, true) }
+    if !rt::plain_here() { return general_MPI_Win_unlock(rank, win, true) }
     counted_PMPI_Win_unlock(rank, win)
 }
 
@@ -5365,7 +5559,7 @@ unsafe extern "C" fn counted_MPI_Win_unlock_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock_all(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_unlock_all(win, false) }
     counted_MPI_Win_unlock_all(win)
 }
 #[inline(never)]
@@ -5374,7 +5568,7 @@ unsafe extern "C" fn counted_PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_unlock_all(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_unlock_all(win, true) }
     counted_PMPI_Win_unlock_all(win)
 }
 
@@ -5402,7 +5596,7 @@ unsafe extern "C" fn counted_MPI_Win_wait(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Win_wait(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_wait(win, false) }
+    if !rt::plain_here() { return general_MPI_Win_wait(win, false) }
     counted_MPI_Win_wait(win)
 }
 #[inline(never)]
@@ -5411,7 +5605,7 @@ unsafe extern "C" fn counted_PMPI_Win_wait(win: MPI_Win) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
-    if !gates::plain() { return general_MPI_Win_wait(win, true) }
+    if !rt::plain_here() { return general_MPI_Win_wait(win, true) }
     counted_PMPI_Win_wait(win)
 }
 
@@ -5439,7 +5633,7 @@ unsafe extern "C" fn counted_MPI_File_call_errhandler(fh: MPI_File, errorcode: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_call_errhandler(fh, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_File_call_errhandler(fh, errorcode, false) }
     counted_MPI_File_call_errhandler(fh, errorcode)
 }
 #[inline(never)]
@@ -5448,7 +5642,7 @@ unsafe extern "C" fn counted_PMPI_File_call_errhandler(fh: MPI_File, errorcode: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_call_errhandler(fh, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_File_call_errhandler(fh, errorcode, true) }
     counted_PMPI_File_call_errhandler(fh, errorcode)
 }
 
@@ -5476,7 +5670,7 @@ unsafe extern "C" fn counted_MPI_File_create_errhandler(function: MPI_File_errha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_create_errhandler(function, errhandler, false) }
     counted_MPI_File_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -5485,7 +5679,7 @@ unsafe extern "C" fn counted_PMPI_File_create_errhandler(function: MPI_File_errh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_create_errhandler(function, errhandler, true) }
     counted_PMPI_File_create_errhandler(function, errhandler)
 }
 
@@ -5513,7 +5707,7 @@ unsafe extern "C" fn counted_MPI_File_set_errhandler(file: MPI_File, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_errhandler(file, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_set_errhandler(file, errhandler, false) }
     counted_MPI_File_set_errhandler(file, errhandler)
 }
 #[inline(never)]
@@ -5522,7 +5716,7 @@ unsafe extern "C" fn counted_PMPI_File_set_errhandler(file: MPI_File, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_errhandler(file, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_set_errhandler(file, errhandler, true) }
     counted_PMPI_File_set_errhandler(file, errhandler)
 }
 
@@ -5550,7 +5744,7 @@ unsafe extern "C" fn counted_MPI_File_get_errhandler(file: MPI_File, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_errhandler(file, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_File_get_errhandler(file, errhandler, false) }
     counted_MPI_File_get_errhandler(file, errhandler)
 }
 #[inline(never)]
@@ -5559,7 +5753,7 @@ unsafe extern "C" fn counted_PMPI_File_get_errhandler(file: MPI_File, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_errhandler(file, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_File_get_errhandler(file, errhandler, true) }
     counted_PMPI_File_get_errhandler(file, errhandler)
 }
 
@@ -5587,7 +5781,7 @@ unsafe extern "C" fn counted_MPI_File_open(comm: MPI_Comm, filename: *const c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_open(comm, filename, amode, info, fh, false) }
+    if !rt::plain_here() { return general_MPI_File_open(comm, filename, amode, info, fh, false) }
     counted_MPI_File_open(comm, filename, amode, info, fh)
 }
 #[inline(never)]
@@ -5596,7 +5790,7 @@ unsafe extern "C" fn counted_PMPI_File_open(comm: MPI_Comm, filename: *const c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_open(comm, filename, amode, info, fh, true) }
+    if !rt::plain_here() { return general_MPI_File_open(comm, filename, amode, info, fh, true) }
     counted_PMPI_File_open(comm, filename, amode, info, fh)
 }
 
@@ -5624,7 +5818,7 @@ unsafe extern "C" fn counted_MPI_File_close(fh: *mut MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_close(fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_close(fh, false) }
+    if !rt::plain_here() { return general_MPI_File_close(fh, false) }
     counted_MPI_File_close(fh)
 }
 #[inline(never)]
@@ -5633,7 +5827,7 @@ unsafe extern "C" fn counted_PMPI_File_close(fh: *mut MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_close(fh, true) }
+    if !rt::plain_here() { return general_MPI_File_close(fh, true) }
     counted_PMPI_File_close(fh)
 }
 
@@ -5661,7 +5855,7 @@ unsafe extern "C" fn counted_MPI_File_delete(filename: *const c_char, info: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_delete(filename, info, false) }
+    if !rt::plain_here() { return general_MPI_File_delete(filename, info, false) }
     counted_MPI_File_delete(filename, info)
 }
 #[inline(never)]
@@ -5670,7 +5864,7 @@ unsafe extern "C" fn counted_PMPI_File_delete(filename: *const c_char, info: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_delete(filename, info, true) }
+    if !rt::plain_here() { return general_MPI_File_delete(filename, info, true) }
     counted_PMPI_File_delete(filename, info)
 }
 
@@ -5698,7 +5892,7 @@ unsafe extern "C" fn counted_MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_size(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_set_size(fh, size, false) }
     counted_MPI_File_set_size(fh, size)
 }
 #[inline(never)]
@@ -5707,7 +5901,7 @@ unsafe extern "C" fn counted_PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_size(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_set_size(fh, size, true) }
     counted_PMPI_File_set_size(fh, size)
 }
 
@@ -5735,7 +5929,7 @@ unsafe extern "C" fn counted_MPI_File_preallocate(fh: MPI_File, size: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_preallocate(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_preallocate(fh, size, false) }
     counted_MPI_File_preallocate(fh, size)
 }
 #[inline(never)]
@@ -5744,7 +5938,7 @@ unsafe extern "C" fn counted_PMPI_File_preallocate(fh: MPI_File, size: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_preallocate(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_preallocate(fh, size, true) }
     counted_PMPI_File_preallocate(fh, size)
 }
 
@@ -5772,7 +5966,7 @@ unsafe extern "C" fn counted_MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_size(fh, size, false) }
+    if !rt::plain_here() { return general_MPI_File_get_size(fh, size, false) }
     counted_MPI_File_get_size(fh, size)
 }
 #[inline(never)]
@@ -5781,7 +5975,7 @@ unsafe extern "C" fn counted_PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_size(fh, size, true) }
+    if !rt::plain_here() { return general_MPI_File_get_size(fh, size, true) }
     counted_PMPI_File_get_size(fh, size)
 }
 
@@ -5809,7 +6003,7 @@ unsafe extern "C" fn counted_MPI_File_get_group(fh: MPI_File, group: *mut MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_group(fh, group, false) }
+    if !rt::plain_here() { return general_MPI_File_get_group(fh, group, false) }
     counted_MPI_File_get_group(fh, group)
 }
 #[inline(never)]
@@ -5818,7 +6012,7 @@ unsafe extern "C" fn counted_PMPI_File_get_group(fh: MPI_File, group: *mut MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_group(fh, group, true) }
+    if !rt::plain_here() { return general_MPI_File_get_group(fh, group, true) }
     counted_PMPI_File_get_group(fh, group)
 }
 
@@ -5846,7 +6040,7 @@ unsafe extern "C" fn counted_MPI_File_get_amode(fh: MPI_File, amode: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_amode(fh, amode, false) }
+    if !rt::plain_here() { return general_MPI_File_get_amode(fh, amode, false) }
     counted_MPI_File_get_amode(fh, amode)
 }
 #[inline(never)]
@@ -5855,7 +6049,7 @@ unsafe extern "C" fn counted_PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_amode(fh, amode, true) }
+    if !rt::plain_here() { return general_MPI_File_get_amode(fh, amode, true) }
     counted_PMPI_File_get_amode(fh, amode)
 }
 
@@ -5883,7 +6077,7 @@ unsafe extern "C" fn counted_MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_info(fh, info, false) }
+    if !rt::plain_here() { return general_MPI_File_set_info(fh, info, false) }
     counted_MPI_File_set_info(fh, info)
 }
 #[inline(never)]
@@ -5892,7 +6086,7 @@ unsafe extern "C" fn counted_PMPI_File_set_info(fh: MPI_File, info: MPI_Info) ->
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_info(fh, info, true) }
+    if !rt::plain_here() { return general_MPI_File_set_info(fh, info, true) }
     counted_PMPI_File_set_info(fh, info)
 }
 
@@ -5920,7 +6114,7 @@ unsafe extern "C" fn counted_MPI_File_get_info(fh: MPI_File, info_used: *mut MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_info(fh, info_used, false) }
+    if !rt::plain_here() { return general_MPI_File_get_info(fh, info_used, false) }
     counted_MPI_File_get_info(fh, info_used)
 }
 #[inline(never)]
@@ -5929,7 +6123,7 @@ unsafe extern "C" fn counted_PMPI_File_get_info(fh: MPI_File, info_used: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_info(fh, info_used, true) }
+    if !rt::plain_here() { return general_MPI_File_get_info(fh, info_used, true) }
     counted_PMPI_File_get_info(fh, info_used)
 }
 
@@ -5957,7 +6151,7 @@ unsafe extern "C" fn counted_MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, e
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, false) }
+    if !rt::plain_here() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, false) }
     counted_MPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 #[inline(never)]
@@ -5966,7 +6160,7 @@ unsafe extern "C" fn counted_PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, true) }
+    if !rt::plain_here() { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, true) }
     counted_PMPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 
@@ -5994,7 +6188,7 @@ unsafe extern "C" fn counted_MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, false) }
+    if !rt::plain_here() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, false) }
     counted_MPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 #[inline(never)]
@@ -6003,7 +6197,7 @@ unsafe extern "C" fn counted_PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, true) }
+    if !rt::plain_here() { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, true) }
     counted_PMPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 
@@ -6033,7 +6227,7 @@ unsafe extern "C" fn counted_MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6042,7 +6236,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 
@@ -6072,7 +6266,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6081,7 +6275,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 
@@ -6109,7 +6303,7 @@ unsafe extern "C" fn counted_MPI_File_write_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6118,7 +6312,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 
@@ -6146,7 +6340,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, false) }
     counted_MPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6155,7 +6349,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, true) }
     counted_PMPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 
@@ -6183,7 +6377,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6192,7 +6386,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 
@@ -6220,7 +6414,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6229,7 +6423,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offse
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 
@@ -6257,7 +6451,7 @@ unsafe extern "C" fn counted_MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6266,7 +6460,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 
@@ -6294,7 +6488,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Of
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6303,7 +6497,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_O
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 
@@ -6333,7 +6527,7 @@ unsafe extern "C" fn counted_MPI_File_read(fh: MPI_File, buf: *mut c_void, count
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6342,7 +6536,7 @@ unsafe extern "C" fn counted_PMPI_File_read(fh: MPI_File, buf: *mut c_void, coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read(fh, buf, count, datatype, status)
 }
 
@@ -6372,7 +6566,7 @@ unsafe extern "C" fn counted_MPI_File_read_all(fh: MPI_File, buf: *mut c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_all(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6381,7 +6575,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_all(fh, buf, count, datatype, status)
 }
 
@@ -6409,7 +6603,7 @@ unsafe extern "C" fn counted_MPI_File_write(fh: MPI_File, buf: *const c_void, co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6418,7 +6612,7 @@ unsafe extern "C" fn counted_PMPI_File_write(fh: MPI_File, buf: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write(fh, buf, count, datatype, status)
 }
 
@@ -6446,7 +6640,7 @@ unsafe extern "C" fn counted_MPI_File_write_all(fh: MPI_File, buf: *const c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_all(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6455,7 +6649,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all(fh: MPI_File, buf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_all(fh, buf, count, datatype, status)
 }
 
@@ -6483,7 +6677,7 @@ unsafe extern "C" fn counted_MPI_File_iread(fh: MPI_File, buf: *mut c_void, coun
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6492,7 +6686,7 @@ unsafe extern "C" fn counted_PMPI_File_iread(fh: MPI_File, buf: *mut c_void, cou
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread(fh, buf, count, datatype, request)
 }
 
@@ -6520,7 +6714,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite(fh: MPI_File, buf: *const c_void, c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6529,7 +6723,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite(fh, buf, count, datatype, request)
 }
 
@@ -6557,7 +6751,7 @@ unsafe extern "C" fn counted_MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_all(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6566,7 +6760,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_all(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_all(fh, buf, count, datatype, request)
 }
 
@@ -6594,7 +6788,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_all(fh: MPI_File, buf: *const c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6603,7 +6797,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 
@@ -6631,7 +6825,7 @@ unsafe extern "C" fn counted_MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whe
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek(fh, offset, whence, false) }
+    if !rt::plain_here() { return general_MPI_File_seek(fh, offset, whence, false) }
     counted_MPI_File_seek(fh, offset, whence)
 }
 #[inline(never)]
@@ -6640,7 +6834,7 @@ unsafe extern "C" fn counted_PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, wh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek(fh, offset, whence, true) }
+    if !rt::plain_here() { return general_MPI_File_seek(fh, offset, whence, true) }
     counted_PMPI_File_seek(fh, offset, whence)
 }
 
@@ -6668,7 +6862,7 @@ unsafe extern "C" fn counted_MPI_File_get_position(fh: MPI_File, offset: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position(fh, offset, false) }
+    if !rt::plain_here() { return general_MPI_File_get_position(fh, offset, false) }
     counted_MPI_File_get_position(fh, offset)
 }
 #[inline(never)]
@@ -6677,7 +6871,7 @@ unsafe extern "C" fn counted_PMPI_File_get_position(fh: MPI_File, offset: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position(fh, offset, true) }
+    if !rt::plain_here() { return general_MPI_File_get_position(fh, offset, true) }
     counted_PMPI_File_get_position(fh, offset)
 }
 
@@ -6705,7 +6899,7 @@ unsafe extern "C" fn counted_MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_byte_offset(fh, offset, disp, false) }
+    if !rt::plain_here() { return general_MPI_File_get_byte_offset(fh, offset, disp, false) }
     counted_MPI_File_get_byte_offset(fh, offset, disp)
 }
 #[inline(never)]
@@ -6714,7 +6908,7 @@ unsafe extern "C" fn counted_PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_byte_offset(fh, offset, disp, true) }
+    if !rt::plain_here() { return general_MPI_File_get_byte_offset(fh, offset, disp, true) }
     counted_PMPI_File_get_byte_offset(fh, offset, disp)
 }
 
@@ -6744,7 +6938,7 @@ unsafe extern "C" fn counted_MPI_File_read_shared(fh: MPI_File, buf: *mut c_void
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_shared(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6753,7 +6947,7 @@ unsafe extern "C" fn counted_PMPI_File_read_shared(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_shared(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_shared(fh, buf, count, datatype, status)
 }
 
@@ -6781,7 +6975,7 @@ unsafe extern "C" fn counted_MPI_File_write_shared(fh: MPI_File, buf: *const c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_shared(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6790,7 +6984,7 @@ unsafe extern "C" fn counted_PMPI_File_write_shared(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_shared(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_shared(fh, buf, count, datatype, status)
 }
 
@@ -6818,7 +7012,7 @@ unsafe extern "C" fn counted_MPI_File_iread_shared(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6827,7 +7021,7 @@ unsafe extern "C" fn counted_PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 
@@ -6855,7 +7049,7 @@ unsafe extern "C" fn counted_MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, false) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, false) }
     counted_MPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 #[inline(never)]
@@ -6864,7 +7058,7 @@ unsafe extern "C" fn counted_PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, true) }
+    if !rt::plain_here() { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, true) }
     counted_PMPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 
@@ -6894,7 +7088,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, false) }
     counted_MPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6903,7 +7097,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 
@@ -6931,7 +7125,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, false) }
     counted_MPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 #[inline(never)]
@@ -6940,7 +7134,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, true) }
     counted_PMPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 
@@ -6968,7 +7162,7 @@ unsafe extern "C" fn counted_MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offs
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek_shared(fh, offset, whence, false) }
+    if !rt::plain_here() { return general_MPI_File_seek_shared(fh, offset, whence, false) }
     counted_MPI_File_seek_shared(fh, offset, whence)
 }
 #[inline(never)]
@@ -6977,7 +7171,7 @@ unsafe extern "C" fn counted_PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Off
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_seek_shared(fh, offset, whence, true) }
+    if !rt::plain_here() { return general_MPI_File_seek_shared(fh, offset, whence, true) }
     counted_PMPI_File_seek_shared(fh, offset, whence)
 }
 
@@ -7005,7 +7199,7 @@ unsafe extern "C" fn counted_MPI_File_get_position_shared(fh: MPI_File, offset: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position_shared(fh, offset, false) }
+    if !rt::plain_here() { return general_MPI_File_get_position_shared(fh, offset, false) }
     counted_MPI_File_get_position_shared(fh, offset)
 }
 #[inline(never)]
@@ -7014,7 +7208,7 @@ unsafe extern "C" fn counted_PMPI_File_get_position_shared(fh: MPI_File, offset:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_position_shared(fh, offset, true) }
+    if !rt::plain_here() { return general_MPI_File_get_position_shared(fh, offset, true) }
     counted_PMPI_File_get_position_shared(fh, offset)
 }
 
@@ -7042,7 +7236,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_begin(fh: MPI_File, offset: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -7051,7 +7245,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_begin(fh: MPI_File, offset: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 
@@ -7079,7 +7273,7 @@ unsafe extern "C" fn counted_MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_end(fh, buf, status, false) }
     counted_MPI_File_read_at_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7088,7 +7282,7 @@ unsafe extern "C" fn counted_PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_at_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_at_all_end(fh, buf, status, true) }
     counted_PMPI_File_read_at_all_end(fh, buf, status)
 }
 
@@ -7116,7 +7310,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_begin(fh: MPI_File, offset: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, false) }
     counted_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 #[inline(never)]
@@ -7125,7 +7319,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_begin(fh: MPI_File, offset: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, true) }
     counted_PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 
@@ -7153,7 +7347,7 @@ unsafe extern "C" fn counted_MPI_File_write_at_all_end(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_end(fh, buf, status, false) }
     counted_MPI_File_write_at_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7162,7 +7356,7 @@ unsafe extern "C" fn counted_PMPI_File_write_at_all_end(fh: MPI_File, buf: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_at_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_at_all_end(fh, buf, status, true) }
     counted_PMPI_File_write_at_all_end(fh, buf, status)
 }
 
@@ -7190,7 +7384,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_v
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_read_all_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -7199,7 +7393,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_all_begin(fh, buf, count, datatype)
 }
 
@@ -7227,7 +7421,7 @@ unsafe extern "C" fn counted_MPI_File_read_all_end(fh: MPI_File, buf: *mut c_voi
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_all_end(fh, buf, status, false) }
     counted_MPI_File_read_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7236,7 +7430,7 @@ unsafe extern "C" fn counted_PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_vo
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_all_end(fh, buf, status, true) }
     counted_PMPI_File_read_all_end(fh, buf, status)
 }
 
@@ -7264,7 +7458,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_begin(fh: MPI_File, buf: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_write_all_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -7273,7 +7467,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_begin(fh: MPI_File, buf: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_all_begin(fh, buf, count, datatype)
 }
 
@@ -7301,7 +7495,7 @@ unsafe extern "C" fn counted_MPI_File_write_all_end(fh: MPI_File, buf: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_all_end(fh, buf, status, false) }
     counted_MPI_File_write_all_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7310,7 +7504,7 @@ unsafe extern "C" fn counted_PMPI_File_write_all_end(fh: MPI_File, buf: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_all_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_all_end(fh, buf, status, true) }
     counted_PMPI_File_write_all_end(fh, buf, status)
 }
 
@@ -7338,7 +7532,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -7347,7 +7541,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 
@@ -7375,7 +7569,7 @@ unsafe extern "C" fn counted_MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_end(fh, buf, status, false) }
     counted_MPI_File_read_ordered_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7384,7 +7578,7 @@ unsafe extern "C" fn counted_PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_read_ordered_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_read_ordered_end(fh, buf, status, true) }
     counted_PMPI_File_read_ordered_end(fh, buf, status)
 }
 
@@ -7412,7 +7606,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_begin(fh: MPI_File, buf: *co
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, false) }
     counted_MPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 #[inline(never)]
@@ -7421,7 +7615,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_begin(fh: MPI_File, buf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, true) }
     counted_PMPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 
@@ -7449,7 +7643,7 @@ unsafe extern "C" fn counted_MPI_File_write_ordered_end(fh: MPI_File, buf: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_end(fh, buf, status, false) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_end(fh, buf, status, false) }
     counted_MPI_File_write_ordered_end(fh, buf, status)
 }
 #[inline(never)]
@@ -7458,7 +7652,7 @@ unsafe extern "C" fn counted_PMPI_File_write_ordered_end(fh: MPI_File, buf: *con
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    if !gates::plain() { return general_MPI_File_write_ordered_end(fh, buf, status, true) }
+    if !rt::plain_here() { return general_MPI_File_write_ordered_end(fh, buf, status, true) }
     counted_PMPI_File_write_ordered_end(fh, buf, status)
 }
 
@@ -7486,7 +7680,7 @@ unsafe extern "C" fn counted_MPI_File_get_type_extent(fh: MPI_File, datatype: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent(fh, datatype, extent, false) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent(fh, datatype, extent, false) }
     counted_MPI_File_get_type_extent(fh, datatype, extent)
 }
 #[inline(never)]
@@ -7495,7 +7689,7 @@ unsafe extern "C" fn counted_PMPI_File_get_type_extent(fh: MPI_File, datatype: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_type_extent(fh, datatype, extent, true) }
+    if !rt::plain_here() { return general_MPI_File_get_type_extent(fh, datatype, extent, true) }
     counted_PMPI_File_get_type_extent(fh, datatype, extent)
 }
 
@@ -7523,7 +7717,7 @@ unsafe extern "C" fn counted_MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_atomicity(fh, flag, false) }
+    if !rt::plain_here() { return general_MPI_File_set_atomicity(fh, flag, false) }
     counted_MPI_File_set_atomicity(fh, flag)
 }
 #[inline(never)]
@@ -7532,7 +7726,7 @@ unsafe extern "C" fn counted_PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_set_atomicity(fh, flag, true) }
+    if !rt::plain_here() { return general_MPI_File_set_atomicity(fh, flag, true) }
     counted_PMPI_File_set_atomicity(fh, flag)
 }
 
@@ -7560,7 +7754,7 @@ unsafe extern "C" fn counted_MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_atomicity(fh, flag, false) }
+    if !rt::plain_here() { return general_MPI_File_get_atomicity(fh, flag, false) }
     counted_MPI_File_get_atomicity(fh, flag)
 }
 #[inline(never)]
@@ -7569,7 +7763,7 @@ unsafe extern "C" fn counted_PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_File_get_atomicity(fh, flag, true) }
+    if !rt::plain_here() { return general_MPI_File_get_atomicity(fh, flag, true) }
     counted_PMPI_File_get_atomicity(fh, flag)
 }
 
@@ -7597,7 +7791,7 @@ unsafe extern "C" fn counted_MPI_File_sync(fh: MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_File_sync(fh: MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_sync(fh, false) }
+    if !rt::plain_here() { return general_MPI_File_sync(fh, false) }
     counted_MPI_File_sync(fh)
 }
 #[inline(never)]
@@ -7606,7 +7800,7 @@ unsafe extern "C" fn counted_PMPI_File_sync(fh: MPI_File) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
-    if !gates::plain() { return general_MPI_File_sync(fh, true) }
+    if !rt::plain_here() { return general_MPI_File_sync(fh, true) }
     counted_PMPI_File_sync(fh)
 }
 
@@ -7634,7 +7828,7 @@ unsafe extern "C" fn counted_MPI_Register_datarep(datarep: *const c_char, read_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, false) }
     counted_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 #[inline(never)]
@@ -7643,7 +7837,7 @@ unsafe extern "C" fn counted_PMPI_Register_datarep(datarep: *const c_char, read_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, true) }
     counted_PMPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
@@ -7671,7 +7865,7 @@ unsafe extern "C" fn counted_MPI_Get_address(location: *const c_void, address: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Get_address(location, address, false) }
+    if !rt::plain_here() { return general_MPI_Get_address(location, address, false) }
     counted_MPI_Get_address(location, address)
 }
 #[inline(never)]
@@ -7680,7 +7874,7 @@ unsafe extern "C" fn counted_PMPI_Get_address(location: *const c_void, address: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Get_address(location, address, true) }
+    if !rt::plain_here() { return general_MPI_Get_address(location, address, true) }
     counted_PMPI_Get_address(location, address)
 }
 
@@ -7708,7 +7902,7 @@ unsafe extern "C" fn counted_MPI_Pack_external(datarep: *const c_char, inbuf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, false) }
     counted_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 #[inline(never)]
@@ -7717,7 +7911,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external(datarep: *const c_char, inbuf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, true) }
     counted_PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
@@ -7745,7 +7939,7 @@ unsafe extern "C" fn counted_MPI_Pack_external_size(datarep: *const c_char, inco
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, false) }
     counted_MPI_Pack_external_size(datarep, incount, datatype, size)
 }
 #[inline(never)]
@@ -7754,7 +7948,7 @@ unsafe extern "C" fn counted_PMPI_Pack_external_size(datarep: *const c_char, inc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_external_size(datarep, incount, datatype, size, true) }
     counted_PMPI_Pack_external_size(datarep, incount, datatype, size)
 }
 
@@ -7782,7 +7976,7 @@ unsafe extern "C" fn counted_MPI_Pack(inbuf: *const c_void, incount: c_int, data
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
+    if !rt::plain_here() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, false) }
     counted_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 #[inline(never)]
@@ -7791,7 +7985,7 @@ unsafe extern "C" fn counted_PMPI_Pack(inbuf: *const c_void, incount: c_int, dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
+    if !rt::plain_here() { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, true) }
     counted_PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
@@ -7819,7 +8013,7 @@ unsafe extern "C" fn counted_MPI_Pack_size(incount: c_int, datatype: MPI_Datatyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size(incount, datatype, comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Pack_size(incount, datatype, comm, size, false) }
     counted_MPI_Pack_size(incount, datatype, comm, size)
 }
 #[inline(never)]
@@ -7828,7 +8022,7 @@ unsafe extern "C" fn counted_PMPI_Pack_size(incount: c_int, datatype: MPI_Dataty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Pack_size(incount, datatype, comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Pack_size(incount, datatype, comm, size, true) }
     counted_PMPI_Pack_size(incount, datatype, comm, size)
 }
 
@@ -7856,7 +8050,7 @@ unsafe extern "C" fn counted_MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_commit(r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_commit(r#type, false) }
     counted_MPI_Type_commit(r#type)
 }
 #[inline(never)]
@@ -7865,7 +8059,7 @@ unsafe extern "C" fn counted_PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_commit(r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_commit(r#type, true) }
     counted_PMPI_Type_commit(r#type)
 }
 
@@ -7893,7 +8087,7 @@ unsafe extern "C" fn counted_MPI_Type_contiguous(count: c_int, oldtype: MPI_Data
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous(count, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous(count, oldtype, newtype, false) }
     counted_MPI_Type_contiguous(count, oldtype, newtype)
 }
 #[inline(never)]
@@ -7902,7 +8096,7 @@ unsafe extern "C" fn counted_PMPI_Type_contiguous(count: c_int, oldtype: MPI_Dat
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_contiguous(count, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_contiguous(count, oldtype, newtype, true) }
     counted_PMPI_Type_contiguous(count, oldtype, newtype)
 }
 
@@ -7930,7 +8124,7 @@ unsafe extern "C" fn counted_MPI_Type_create_darray(size: c_int, rank: c_int, nd
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, false) }
     counted_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -7939,7 +8133,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_darray(size: c_int, rank: c_int, n
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
@@ -7967,7 +8161,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_complex(p: c_int, r: c_int, new
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_complex(p, r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_complex(p, r, newtype, false) }
     counted_MPI_Type_create_f90_complex(p, r, newtype)
 }
 #[inline(never)]
@@ -7976,7 +8170,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_complex(p: c_int, r: c_int, ne
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_complex(p, r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_complex(p, r, newtype, true) }
     counted_PMPI_Type_create_f90_complex(p, r, newtype)
 }
 
@@ -8004,7 +8198,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_integer(r: c_int, newtype: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_integer(r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_integer(r, newtype, false) }
     counted_MPI_Type_create_f90_integer(r, newtype)
 }
 #[inline(never)]
@@ -8013,7 +8207,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_integer(r: c_int, newtype: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_integer(r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_integer(r, newtype, true) }
     counted_PMPI_Type_create_f90_integer(r, newtype)
 }
 
@@ -8041,7 +8235,7 @@ unsafe extern "C" fn counted_MPI_Type_create_f90_real(p: c_int, r: c_int, newtyp
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_real(p, r, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_real(p, r, newtype, false) }
     counted_MPI_Type_create_f90_real(p, r, newtype)
 }
 #[inline(never)]
@@ -8050,7 +8244,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_f90_real(p: c_int, r: c_int, newty
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_f90_real(p, r, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_f90_real(p, r, newtype, true) }
     counted_PMPI_Type_create_f90_real(p, r, newtype)
 }
 
@@ -8078,7 +8272,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed_block(count: c_int, blockl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -8087,7 +8281,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed_block(count: c_int, block
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -8115,7 +8309,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hindexed(count: c_int, array_of_blo
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -8124,7 +8318,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hindexed(count: c_int, array_of_bl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -8152,7 +8346,7 @@ unsafe extern "C" fn counted_MPI_Type_create_hvector(count: c_int, blocklength: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -8161,7 +8355,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_hvector(count: c_int, blocklength:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -8189,7 +8383,7 @@ unsafe extern "C" fn counted_MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, false) }
     counted_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 #[inline(never)]
@@ -8198,7 +8392,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, true) }
     counted_PMPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
@@ -8226,7 +8420,7 @@ unsafe extern "C" fn counted_MPI_Type_create_indexed_block(count: c_int, blockle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -8235,7 +8429,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_indexed_block(count: c_int, blockl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
@@ -8263,7 +8457,7 @@ unsafe extern "C" fn counted_MPI_Type_create_struct(count: c_int, array_of_block
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, false) }
     counted_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 #[inline(never)]
@@ -8272,7 +8466,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_struct(count: c_int, array_of_bloc
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, true) }
     counted_PMPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
@@ -8300,7 +8494,7 @@ unsafe extern "C" fn counted_MPI_Type_create_subarray(ndims: c_int, size_array: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, false) }
     counted_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 #[inline(never)]
@@ -8309,7 +8503,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_subarray(ndims: c_int, size_array:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, true) }
     counted_PMPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
@@ -8337,7 +8531,7 @@ unsafe extern "C" fn counted_MPI_Type_create_resized(oldtype: MPI_Datatype, lb: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, false) }
     counted_MPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 #[inline(never)]
@@ -8346,7 +8540,7 @@ unsafe extern "C" fn counted_PMPI_Type_create_resized(oldtype: MPI_Datatype, lb:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, true) }
     counted_PMPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 
@@ -8374,7 +8568,7 @@ unsafe extern "C" fn counted_MPI_Type_delete_attr(r#type: MPI_Datatype, type_key
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_delete_attr(r#type, type_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Type_delete_attr(r#type, type_keyval, false) }
     counted_MPI_Type_delete_attr(r#type, type_keyval)
 }
 #[inline(never)]
@@ -8383,7 +8577,7 @@ unsafe extern "C" fn counted_PMPI_Type_delete_attr(r#type: MPI_Datatype, type_ke
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_delete_attr(r#type, type_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Type_delete_attr(r#type, type_keyval, true) }
     counted_PMPI_Type_delete_attr(r#type, type_keyval)
 }
 
@@ -8411,7 +8605,7 @@ unsafe extern "C" fn counted_MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_dup(r#type, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_dup(r#type, newtype, false) }
     counted_MPI_Type_dup(r#type, newtype)
 }
 #[inline(never)]
@@ -8420,7 +8614,7 @@ unsafe extern "C" fn counted_PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_dup(r#type, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_dup(r#type, newtype, true) }
     counted_PMPI_Type_dup(r#type, newtype)
 }
 
@@ -8453,7 +8647,7 @@ unsafe extern "C" fn counted_MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free(r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_free(r#type, false) }
     counted_MPI_Type_free(r#type)
 }
 #[inline(never)]
@@ -8462,7 +8656,7 @@ unsafe extern "C" fn counted_PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free(r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_free(r#type, true) }
     counted_PMPI_Type_free(r#type)
 }
 
@@ -8490,7 +8684,7 @@ unsafe extern "C" fn counted_MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free_keyval(type_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Type_free_keyval(type_keyval, false) }
     counted_MPI_Type_free_keyval(type_keyval)
 }
 #[inline(never)]
@@ -8499,7 +8693,7 @@ unsafe extern "C" fn counted_PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_free_keyval(type_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Type_free_keyval(type_keyval, true) }
     counted_PMPI_Type_free_keyval(type_keyval)
 }
 
@@ -8527,7 +8721,7 @@ unsafe extern "C" fn counted_MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, false) }
     counted_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -8536,7 +8730,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyva
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, true) }
     counted_PMPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 
@@ -8564,7 +8758,7 @@ unsafe extern "C" fn counted_MPI_Type_get_contents(mtype: MPI_Datatype, max_inte
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, false) }
     counted_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 #[inline(never)]
@@ -8573,7 +8767,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_contents(mtype: MPI_Datatype, max_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, true) }
     counted_PMPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
@@ -8601,7 +8795,7 @@ unsafe extern "C" fn counted_MPI_Type_get_envelope(r#type: MPI_Datatype, num_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, false) }
     counted_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 #[inline(never)]
@@ -8610,7 +8804,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_envelope(r#type: MPI_Datatype, num_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, true) }
     counted_PMPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
@@ -8638,7 +8832,7 @@ unsafe extern "C" fn counted_MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent(r#type, lb, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent(r#type, lb, extent, false) }
     counted_MPI_Type_get_extent(r#type, lb, extent)
 }
 #[inline(never)]
@@ -8647,7 +8841,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent(r#type, lb, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent(r#type, lb, extent, true) }
     counted_PMPI_Type_get_extent(r#type, lb, extent)
 }
 
@@ -8675,7 +8869,7 @@ unsafe extern "C" fn counted_MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_x(r#type, lb, extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_x(r#type, lb, extent, false) }
     counted_MPI_Type_get_extent_x(r#type, lb, extent)
 }
 #[inline(never)]
@@ -8684,7 +8878,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_extent_x(r#type, lb, extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_extent_x(r#type, lb, extent, true) }
     counted_PMPI_Type_get_extent_x(r#type, lb, extent)
 }
 
@@ -8712,7 +8906,7 @@ unsafe extern "C" fn counted_MPI_Type_get_name(r#type: MPI_Datatype, type_name: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_name(r#type, type_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_name(r#type, type_name, resultlen, false) }
     counted_MPI_Type_get_name(r#type, type_name, resultlen)
 }
 #[inline(never)]
@@ -8721,7 +8915,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_name(r#type: MPI_Datatype, type_name:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_name(r#type, type_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_name(r#type, type_name, resultlen, true) }
     counted_PMPI_Type_get_name(r#type, type_name, resultlen)
 }
 
@@ -8749,7 +8943,7 @@ unsafe extern "C" fn counted_MPI_Type_get_true_extent(datatype: MPI_Datatype, tr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, false) }
     counted_MPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 #[inline(never)]
@@ -8758,7 +8952,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_true_extent(datatype: MPI_Datatype, t
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, true) }
     counted_PMPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 
@@ -8786,7 +8980,7 @@ unsafe extern "C" fn counted_MPI_Type_get_true_extent_x(datatype: MPI_Datatype, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, false) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, false) }
     counted_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 #[inline(never)]
@@ -8795,7 +8989,7 @@ unsafe extern "C" fn counted_PMPI_Type_get_true_extent_x(datatype: MPI_Datatype,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, true) }
+    if !rt::plain_here() { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, true) }
     counted_PMPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 
@@ -8823,7 +9017,7 @@ unsafe extern "C" fn counted_MPI_Type_indexed(count: c_int, array_of_blocklength
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, false) }
     counted_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 #[inline(never)]
@@ -8832,7 +9026,7 @@ unsafe extern "C" fn counted_PMPI_Type_indexed(count: c_int, array_of_blocklengt
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, true) }
     counted_PMPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
@@ -8860,7 +9054,7 @@ unsafe extern "C" fn counted_MPI_Type_match_size(typeclass: c_int, size: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_match_size(typeclass, size, r#type, false) }
+    if !rt::plain_here() { return general_MPI_Type_match_size(typeclass, size, r#type, false) }
     counted_MPI_Type_match_size(typeclass, size, r#type)
 }
 #[inline(never)]
@@ -8869,7 +9063,7 @@ unsafe extern "C" fn counted_PMPI_Type_match_size(typeclass: c_int, size: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_match_size(typeclass, size, r#type, true) }
+    if !rt::plain_here() { return general_MPI_Type_match_size(typeclass, size, r#type, true) }
     counted_PMPI_Type_match_size(typeclass, size, r#type)
 }
 
@@ -8897,7 +9091,7 @@ unsafe extern "C" fn counted_MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, false) }
+    if !rt::plain_here() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, false) }
     counted_MPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 #[inline(never)]
@@ -8906,7 +9100,7 @@ unsafe extern "C" fn counted_PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyva
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, true) }
+    if !rt::plain_here() { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, true) }
     counted_PMPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 
@@ -8934,7 +9128,7 @@ unsafe extern "C" fn counted_MPI_Type_set_name(r#type: MPI_Datatype, type_name: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_name(r#type, type_name, false) }
+    if !rt::plain_here() { return general_MPI_Type_set_name(r#type, type_name, false) }
     counted_MPI_Type_set_name(r#type, type_name)
 }
 #[inline(never)]
@@ -8943,7 +9137,7 @@ unsafe extern "C" fn counted_PMPI_Type_set_name(r#type: MPI_Datatype, type_name:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Type_set_name(r#type, type_name, true) }
+    if !rt::plain_here() { return general_MPI_Type_set_name(r#type, type_name, true) }
     counted_PMPI_Type_set_name(r#type, type_name)
 }
 
@@ -8971,7 +9165,7 @@ unsafe extern "C" fn counted_MPI_Type_size(r#type: MPI_Datatype, size: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size(r#type, size, false) }
+    if !rt::plain_here() { return general_MPI_Type_size(r#type, size, false) }
     counted_MPI_Type_size(r#type, size)
 }
 #[inline(never)]
@@ -8980,7 +9174,7 @@ unsafe extern "C" fn counted_PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size(r#type, size, true) }
+    if !rt::plain_here() { return general_MPI_Type_size(r#type, size, true) }
     counted_PMPI_Type_size(r#type, size)
 }
 
@@ -9008,7 +9202,7 @@ unsafe extern "C" fn counted_MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_x(r#type, size, false) }
+    if !rt::plain_here() { return general_MPI_Type_size_x(r#type, size, false) }
     counted_MPI_Type_size_x(r#type, size)
 }
 #[inline(never)]
@@ -9017,7 +9211,7 @@ unsafe extern "C" fn counted_PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    if !gates::plain() { return general_MPI_Type_size_x(r#type, size, true) }
+    if !rt::plain_here() { return general_MPI_Type_size_x(r#type, size, true) }
     counted_PMPI_Type_size_x(r#type, size)
 }
 
@@ -9045,7 +9239,7 @@ unsafe extern "C" fn counted_MPI_Type_vector(count: c_int, blocklength: c_int, s
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, false) }
+    if !rt::plain_here() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, false) }
     counted_MPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 #[inline(never)]
@@ -9054,7 +9248,7 @@ unsafe extern "C" fn counted_PMPI_Type_vector(count: c_int, blocklength: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, true) }
+    if !rt::plain_here() { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, true) }
     counted_PMPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 
@@ -9082,7 +9276,7 @@ unsafe extern "C" fn counted_MPI_Unpack(inbuf: *const c_void, insize: c_int, pos
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
+    if !rt::plain_here() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, false) }
     counted_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 #[inline(never)]
@@ -9091,7 +9285,7 @@ unsafe extern "C" fn counted_PMPI_Unpack(inbuf: *const c_void, insize: c_int, po
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
+    if !rt::plain_here() { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, true) }
     counted_PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
@@ -9119,7 +9313,7 @@ unsafe extern "C" fn counted_MPI_Unpack_external(datarep: *const c_char, inbuf: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
+    if !rt::plain_here() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, false) }
     counted_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 #[inline(never)]
@@ -9128,7 +9322,7 @@ unsafe extern "C" fn counted_PMPI_Unpack_external(datarep: *const c_char, inbuf:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    if !gates::plain() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
+    if !rt::plain_here() { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, true) }
     counted_PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
@@ -9156,7 +9350,7 @@ unsafe extern "C" fn counted_MPI_Close_port(port_name: *const c_char) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Close_port(port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Close_port(port_name, false) }
+    if !rt::plain_here() { return general_MPI_Close_port(port_name, false) }
     counted_MPI_Close_port(port_name)
 }
 #[inline(never)]
@@ -9165,7 +9359,7 @@ unsafe extern "C" fn counted_PMPI_Close_port(port_name: *const c_char) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Close_port(port_name, true) }
+    if !rt::plain_here() { return general_MPI_Close_port(port_name, true) }
     counted_PMPI_Close_port(port_name)
 }
 
@@ -9193,7 +9387,7 @@ unsafe extern "C" fn counted_MPI_Comm_accept(port_name: *const c_char, info: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, false) }
     counted_MPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 #[inline(never)]
@@ -9202,7 +9396,7 @@ unsafe extern "C" fn counted_PMPI_Comm_accept(port_name: *const c_char, info: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, true) }
     counted_PMPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 
@@ -9230,7 +9424,7 @@ unsafe extern "C" fn counted_MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_call_errhandler(comm, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Comm_call_errhandler(comm, errorcode, false) }
     counted_MPI_Comm_call_errhandler(comm, errorcode)
 }
 #[inline(never)]
@@ -9239,7 +9433,7 @@ unsafe extern "C" fn counted_PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_call_errhandler(comm, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Comm_call_errhandler(comm, errorcode, true) }
     counted_PMPI_Comm_call_errhandler(comm, errorcode)
 }
 
@@ -9267,7 +9461,7 @@ unsafe extern "C" fn counted_MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_compare(comm1, comm2, result, false) }
+    if !rt::plain_here() { return general_MPI_Comm_compare(comm1, comm2, result, false) }
     counted_MPI_Comm_compare(comm1, comm2, result)
 }
 #[inline(never)]
@@ -9276,7 +9470,7 @@ unsafe extern "C" fn counted_PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_compare(comm1, comm2, result, true) }
+    if !rt::plain_here() { return general_MPI_Comm_compare(comm1, comm2, result, true) }
     counted_PMPI_Comm_compare(comm1, comm2, result)
 }
 
@@ -9304,7 +9498,7 @@ unsafe extern "C" fn counted_MPI_Comm_connect(port_name: *const c_char, info: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, false) }
     counted_MPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 #[inline(never)]
@@ -9313,7 +9507,7 @@ unsafe extern "C" fn counted_PMPI_Comm_connect(port_name: *const c_char, info: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, true) }
     counted_PMPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 
@@ -9341,7 +9535,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_errhandler(function: MPI_Comm_errha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_errhandler(function, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_errhandler(function, errhandler, false) }
     counted_MPI_Comm_create_errhandler(function, errhandler)
 }
 #[inline(never)]
@@ -9350,7 +9544,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_errhandler(function: MPI_Comm_errh
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_errhandler(function, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_errhandler(function, errhandler, true) }
     counted_PMPI_Comm_create_errhandler(function, errhandler)
 }
 
@@ -9378,7 +9572,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, false) }
     counted_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 #[inline(never)]
@@ -9387,7 +9581,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, true) }
     counted_PMPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
@@ -9415,7 +9609,7 @@ unsafe extern "C" fn counted_MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, false) }
     counted_MPI_Comm_create_group(comm, group, tag, newcomm)
 }
 #[inline(never)]
@@ -9424,7 +9618,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create_group(comm, group, tag, newcomm, true) }
     counted_PMPI_Comm_create_group(comm, group, tag, newcomm)
 }
 
@@ -9452,7 +9646,7 @@ unsafe extern "C" fn counted_MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, n
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create(comm, group, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_create(comm, group, newcomm, false) }
     counted_MPI_Comm_create(comm, group, newcomm)
 }
 #[inline(never)]
@@ -9461,7 +9655,7 @@ unsafe extern "C" fn counted_PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_create(comm, group, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_create(comm, group, newcomm, true) }
     counted_PMPI_Comm_create(comm, group, newcomm)
 }
 
@@ -9489,7 +9683,7 @@ unsafe extern "C" fn counted_MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_delete_attr(comm, comm_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Comm_delete_attr(comm, comm_keyval, false) }
     counted_MPI_Comm_delete_attr(comm, comm_keyval)
 }
 #[inline(never)]
@@ -9498,7 +9692,7 @@ unsafe extern "C" fn counted_PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_delete_attr(comm, comm_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Comm_delete_attr(comm, comm_keyval, true) }
     counted_PMPI_Comm_delete_attr(comm, comm_keyval)
 }
 
@@ -9531,7 +9725,7 @@ unsafe extern "C" fn counted_MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_disconnect(comm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_disconnect(comm, false) }
     counted_MPI_Comm_disconnect(comm)
 }
 #[inline(never)]
@@ -9540,7 +9734,7 @@ unsafe extern "C" fn counted_PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_disconnect(comm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_disconnect(comm, true) }
     counted_PMPI_Comm_disconnect(comm)
 }
 
@@ -9568,7 +9762,7 @@ unsafe extern "C" fn counted_MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup(comm, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_dup(comm, newcomm, false) }
     counted_MPI_Comm_dup(comm, newcomm)
 }
 #[inline(never)]
@@ -9577,7 +9771,7 @@ unsafe extern "C" fn counted_PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup(comm, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_dup(comm, newcomm, true) }
     counted_PMPI_Comm_dup(comm, newcomm)
 }
 
@@ -9605,7 +9799,7 @@ unsafe extern "C" fn counted_MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Com
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup(comm, newcomm, request, false) }
+    if !rt::plain_here() { return general_MPI_Comm_idup(comm, newcomm, request, false) }
     counted_MPI_Comm_idup(comm, newcomm, request)
 }
 #[inline(never)]
@@ -9614,7 +9808,7 @@ unsafe extern "C" fn counted_PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_idup(comm, newcomm, request, true) }
+    if !rt::plain_here() { return general_MPI_Comm_idup(comm, newcomm, request, true) }
     counted_PMPI_Comm_idup(comm, newcomm, request)
 }
 
@@ -9642,7 +9836,7 @@ unsafe extern "C" fn counted_MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_In
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, false) }
     counted_MPI_Comm_dup_with_info(comm, info, newcomm)
 }
 #[inline(never)]
@@ -9651,7 +9845,7 @@ unsafe extern "C" fn counted_PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_I
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_dup_with_info(comm, info, newcomm, true) }
     counted_PMPI_Comm_dup_with_info(comm, info, newcomm)
 }
 
@@ -9679,7 +9873,7 @@ unsafe extern "C" fn counted_MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free_keyval(comm_keyval, false) }
+    if !rt::plain_here() { return general_MPI_Comm_free_keyval(comm_keyval, false) }
     counted_MPI_Comm_free_keyval(comm_keyval)
 }
 #[inline(never)]
@@ -9688,7 +9882,7 @@ unsafe extern "C" fn counted_PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free_keyval(comm_keyval, true) }
+    if !rt::plain_here() { return general_MPI_Comm_free_keyval(comm_keyval, true) }
     counted_PMPI_Comm_free_keyval(comm_keyval)
 }
 
@@ -9721,7 +9915,7 @@ unsafe extern "C" fn counted_MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free(comm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_free(comm, false) }
     counted_MPI_Comm_free(comm)
 }
 #[inline(never)]
@@ -9730,7 +9924,7 @@ unsafe extern "C" fn counted_PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_free(comm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_free(comm, true) }
     counted_PMPI_Comm_free(comm)
 }
 
@@ -9758,7 +9952,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, false) }
     counted_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -9767,7 +9961,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, true) }
     counted_PMPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 
@@ -9795,7 +9989,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_errhandler(comm, erhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_errhandler(comm, erhandler, false) }
     counted_MPI_Comm_get_errhandler(comm, erhandler)
 }
 #[inline(never)]
@@ -9804,7 +9998,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_errhandler(comm, erhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_errhandler(comm, erhandler, true) }
     counted_PMPI_Comm_get_errhandler(comm, erhandler)
 }
 
@@ -9832,7 +10026,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_info(comm, info_used, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_info(comm, info_used, false) }
     counted_MPI_Comm_get_info(comm, info_used)
 }
 #[inline(never)]
@@ -9841,7 +10035,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_info(comm, info_used, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_info(comm, info_used, true) }
     counted_PMPI_Comm_get_info(comm, info_used)
 }
 
@@ -9869,7 +10063,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, false) }
     counted_MPI_Comm_get_name(comm, comm_name, resultlen)
 }
 #[inline(never)]
@@ -9878,7 +10072,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_name(comm, comm_name, resultlen, true) }
     counted_PMPI_Comm_get_name(comm, comm_name, resultlen)
 }
 
@@ -9906,7 +10100,7 @@ unsafe extern "C" fn counted_MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_parent(parent, false) }
+    if !rt::plain_here() { return general_MPI_Comm_get_parent(parent, false) }
     counted_MPI_Comm_get_parent(parent)
 }
 #[inline(never)]
@@ -9915,7 +10109,7 @@ unsafe extern "C" fn counted_PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_get_parent(parent, true) }
+    if !rt::plain_here() { return general_MPI_Comm_get_parent(parent, true) }
     counted_PMPI_Comm_get_parent(parent)
 }
 
@@ -9943,7 +10137,7 @@ unsafe extern "C" fn counted_MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Grou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_group(comm, group, false) }
+    if !rt::plain_here() { return general_MPI_Comm_group(comm, group, false) }
     counted_MPI_Comm_group(comm, group)
 }
 #[inline(never)]
@@ -9952,7 +10146,7 @@ unsafe extern "C" fn counted_PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_group(comm, group, true) }
+    if !rt::plain_here() { return general_MPI_Comm_group(comm, group, true) }
     counted_PMPI_Comm_group(comm, group)
 }
 
@@ -9980,7 +10174,7 @@ unsafe extern "C" fn counted_MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_join(fd, intercomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_join(fd, intercomm, false) }
     counted_MPI_Comm_join(fd, intercomm)
 }
 #[inline(never)]
@@ -9989,7 +10183,7 @@ unsafe extern "C" fn counted_PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_join(fd, intercomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_join(fd, intercomm, true) }
     counted_PMPI_Comm_join(fd, intercomm)
 }
 
@@ -10020,7 +10214,7 @@ unsafe extern "C" fn counted_MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_rank(comm, rank, false) }
+    if !rt::plain_here() { return general_MPI_Comm_rank(comm, rank, false) }
     counted_MPI_Comm_rank(comm, rank)
 }
 #[inline(never)]
@@ -10031,7 +10225,7 @@ unsafe extern "C" fn counted_PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) ->
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_rank(comm, rank, true) }
+    if !rt::plain_here() { return general_MPI_Comm_rank(comm, rank, true) }
     counted_PMPI_Comm_rank(comm, rank)
 }
 
@@ -10059,7 +10253,7 @@ unsafe extern "C" fn counted_MPI_Comm_remote_group(comm: MPI_Comm, group: *mut M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_group(comm, group, false) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_group(comm, group, false) }
     counted_MPI_Comm_remote_group(comm, group)
 }
 #[inline(never)]
@@ -10068,7 +10262,7 @@ unsafe extern "C" fn counted_PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_group(comm, group, true) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_group(comm, group, true) }
     counted_PMPI_Comm_remote_group(comm, group)
 }
 
@@ -10096,7 +10290,7 @@ unsafe extern "C" fn counted_MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_size(comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_size(comm, size, false) }
     counted_MPI_Comm_remote_size(comm, size)
 }
 #[inline(never)]
@@ -10105,7 +10299,7 @@ unsafe extern "C" fn counted_PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_remote_size(comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Comm_remote_size(comm, size, true) }
     counted_PMPI_Comm_remote_size(comm, size)
 }
 
@@ -10133,7 +10327,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, false) }
     counted_MPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 #[inline(never)]
@@ -10142,7 +10336,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, true) }
     counted_PMPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 
@@ -10170,7 +10364,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_errhandler(comm, errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_errhandler(comm, errhandler, false) }
     counted_MPI_Comm_set_errhandler(comm, errhandler)
 }
 #[inline(never)]
@@ -10179,7 +10373,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_errhandler(comm, errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_errhandler(comm, errhandler, true) }
     counted_PMPI_Comm_set_errhandler(comm, errhandler)
 }
 
@@ -10207,7 +10401,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_info(comm, info, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_info(comm, info, false) }
     counted_MPI_Comm_set_info(comm, info)
 }
 #[inline(never)]
@@ -10216,7 +10410,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_info(comm, info, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_info(comm, info, true) }
     counted_PMPI_Comm_set_info(comm, info)
 }
 
@@ -10244,7 +10438,7 @@ unsafe extern "C" fn counted_MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_name(comm, comm_name, false) }
+    if !rt::plain_here() { return general_MPI_Comm_set_name(comm, comm_name, false) }
     counted_MPI_Comm_set_name(comm, comm_name)
 }
 #[inline(never)]
@@ -10253,7 +10447,7 @@ unsafe extern "C" fn counted_PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *cons
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_set_name(comm, comm_name, true) }
+    if !rt::plain_here() { return general_MPI_Comm_set_name(comm, comm_name, true) }
     counted_PMPI_Comm_set_name(comm, comm_name)
 }
 
@@ -10284,7 +10478,7 @@ unsafe extern "C" fn counted_MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_size(comm, size, false) }
+    if !rt::plain_here() { return general_MPI_Comm_size(comm, size, false) }
     counted_MPI_Comm_size(comm, size)
 }
 #[inline(never)]
@@ -10295,7 +10489,7 @@ unsafe extern "C" fn counted_PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) ->
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_size(comm, size, true) }
+    if !rt::plain_here() { return general_MPI_Comm_size(comm, size, true) }
     counted_PMPI_Comm_size(comm, size)
 }
 
@@ -10323,7 +10517,7 @@ unsafe extern "C" fn counted_MPI_Comm_spawn(command: *const c_char, argv: *mut *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, false) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, false) }
     counted_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 #[inline(never)]
@@ -10332,7 +10526,7 @@ unsafe extern "C" fn counted_PMPI_Comm_spawn(command: *const c_char, argv: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, true) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, true) }
     counted_PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
@@ -10360,7 +10554,7 @@ unsafe extern "C" fn counted_MPI_Comm_spawn_multiple(count: c_int, array_of_comm
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, false) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, false) }
     counted_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 #[inline(never)]
@@ -10369,7 +10563,7 @@ unsafe extern "C" fn counted_PMPI_Comm_spawn_multiple(count: c_int, array_of_com
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, true) }
+    if !rt::plain_here() { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, true) }
     counted_PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
@@ -10397,7 +10591,7 @@ unsafe extern "C" fn counted_MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split(comm, color, key, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_split(comm, color, key, newcomm, false) }
     counted_MPI_Comm_split(comm, color, key, newcomm)
 }
 #[inline(never)]
@@ -10406,7 +10600,7 @@ unsafe extern "C" fn counted_PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split(comm, color, key, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_split(comm, color, key, newcomm, true) }
     counted_PMPI_Comm_split(comm, color, key, newcomm)
 }
 
@@ -10434,7 +10628,7 @@ unsafe extern "C" fn counted_MPI_Comm_split_type(comm: MPI_Comm, split_type: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, false) }
     counted_MPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 #[inline(never)]
@@ -10443,7 +10637,7 @@ unsafe extern "C" fn counted_PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, true) }
     counted_PMPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 
@@ -10471,7 +10665,7 @@ unsafe extern "C" fn counted_MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_test_inter(comm, flag, false) }
+    if !rt::plain_here() { return general_MPI_Comm_test_inter(comm, flag, false) }
     counted_MPI_Comm_test_inter(comm, flag)
 }
 #[inline(never)]
@@ -10480,7 +10674,7 @@ unsafe extern "C" fn counted_PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Comm_test_inter(comm, flag, true) }
+    if !rt::plain_here() { return general_MPI_Comm_test_inter(comm, flag, true) }
     counted_PMPI_Comm_test_inter(comm, flag)
 }
 
@@ -10508,7 +10702,7 @@ unsafe extern "C" fn counted_MPI_Errhandler_free(errhandler: *mut MPI_Errhandler
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_free(errhandler, false) }
+    if !rt::plain_here() { return general_MPI_Errhandler_free(errhandler, false) }
     counted_MPI_Errhandler_free(errhandler)
 }
 #[inline(never)]
@@ -10517,7 +10711,7 @@ unsafe extern "C" fn counted_PMPI_Errhandler_free(errhandler: *mut MPI_Errhandle
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -> c_int {
-    if !gates::plain() { return general_MPI_Errhandler_free(errhandler, true) }
+    if !rt::plain_here() { return general_MPI_Errhandler_free(errhandler, true) }
     counted_PMPI_Errhandler_free(errhandler)
 }
 
@@ -10545,7 +10739,7 @@ unsafe extern "C" fn counted_MPI_Group_compare(group1: MPI_Group, group2: MPI_Gr
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_compare(group1, group2, result, false) }
+    if !rt::plain_here() { return general_MPI_Group_compare(group1, group2, result, false) }
     counted_MPI_Group_compare(group1, group2, result)
 }
 #[inline(never)]
@@ -10554,7 +10748,7 @@ unsafe extern "C" fn counted_PMPI_Group_compare(group1: MPI_Group, group2: MPI_G
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_compare(group1, group2, result, true) }
+    if !rt::plain_here() { return general_MPI_Group_compare(group1, group2, result, true) }
     counted_PMPI_Group_compare(group1, group2, result)
 }
 
@@ -10582,7 +10776,7 @@ unsafe extern "C" fn counted_MPI_Group_difference(group1: MPI_Group, group2: MPI
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_difference(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_difference(group1, group2, newgroup, false) }
     counted_MPI_Group_difference(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -10591,7 +10785,7 @@ unsafe extern "C" fn counted_PMPI_Group_difference(group1: MPI_Group, group2: MP
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_difference(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_difference(group1, group2, newgroup, true) }
     counted_PMPI_Group_difference(group1, group2, newgroup)
 }
 
@@ -10619,7 +10813,7 @@ unsafe extern "C" fn counted_MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_excl(group, n, ranks, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_excl(group, n, ranks, newgroup, false) }
     counted_MPI_Group_excl(group, n, ranks, newgroup)
 }
 #[inline(never)]
@@ -10628,7 +10822,7 @@ unsafe extern "C" fn counted_PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_excl(group, n, ranks, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_excl(group, n, ranks, newgroup, true) }
     counted_PMPI_Group_excl(group, n, ranks, newgroup)
 }
 
@@ -10656,7 +10850,7 @@ unsafe extern "C" fn counted_MPI_Group_free(group: *mut MPI_Group) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_free(group, false) }
+    if !rt::plain_here() { return general_MPI_Group_free(group, false) }
     counted_MPI_Group_free(group)
 }
 #[inline(never)]
@@ -10665,7 +10859,7 @@ unsafe extern "C" fn counted_PMPI_Group_free(group: *mut MPI_Group) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_free(group, true) }
+    if !rt::plain_here() { return general_MPI_Group_free(group, true) }
     counted_PMPI_Group_free(group)
 }
 
@@ -10693,7 +10887,7 @@ unsafe extern "C" fn counted_MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_incl(group, n, ranks, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_incl(group, n, ranks, newgroup, false) }
     counted_MPI_Group_incl(group, n, ranks, newgroup)
 }
 #[inline(never)]
@@ -10702,7 +10896,7 @@ unsafe extern "C" fn counted_PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_incl(group, n, ranks, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_incl(group, n, ranks, newgroup, true) }
     counted_PMPI_Group_incl(group, n, ranks, newgroup)
 }
 
@@ -10730,7 +10924,7 @@ unsafe extern "C" fn counted_MPI_Group_intersection(group1: MPI_Group, group2: M
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_intersection(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_intersection(group1, group2, newgroup, false) }
     counted_MPI_Group_intersection(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -10739,7 +10933,7 @@ unsafe extern "C" fn counted_PMPI_Group_intersection(group1: MPI_Group, group2: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_intersection(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_intersection(group1, group2, newgroup, true) }
     counted_PMPI_Group_intersection(group1, group2, newgroup)
 }
 
@@ -10767,7 +10961,7 @@ unsafe extern "C" fn counted_MPI_Group_range_excl(group: MPI_Group, n: c_int, ra
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, false) }
     counted_MPI_Group_range_excl(group, n, ranges, newgroup)
 }
 #[inline(never)]
@@ -10776,7 +10970,7 @@ unsafe extern "C" fn counted_PMPI_Group_range_excl(group: MPI_Group, n: c_int, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_range_excl(group, n, ranges, newgroup, true) }
     counted_PMPI_Group_range_excl(group, n, ranges, newgroup)
 }
 
@@ -10804,7 +10998,7 @@ unsafe extern "C" fn counted_MPI_Group_range_incl(group: MPI_Group, n: c_int, ra
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, false) }
     counted_MPI_Group_range_incl(group, n, ranges, newgroup)
 }
 #[inline(never)]
@@ -10813,7 +11007,7 @@ unsafe extern "C" fn counted_PMPI_Group_range_incl(group: MPI_Group, n: c_int, r
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_range_incl(group, n, ranges, newgroup, true) }
     counted_PMPI_Group_range_incl(group, n, ranges, newgroup)
 }
 
@@ -10841,7 +11035,7 @@ unsafe extern "C" fn counted_MPI_Group_rank(group: MPI_Group, rank: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_rank(group, rank, false) }
+    if !rt::plain_here() { return general_MPI_Group_rank(group, rank, false) }
     counted_MPI_Group_rank(group, rank)
 }
 #[inline(never)]
@@ -10850,7 +11044,7 @@ unsafe extern "C" fn counted_PMPI_Group_rank(group: MPI_Group, rank: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_rank(group, rank, true) }
+    if !rt::plain_here() { return general_MPI_Group_rank(group, rank, true) }
     counted_PMPI_Group_rank(group, rank)
 }
 
@@ -10878,7 +11072,7 @@ unsafe extern "C" fn counted_MPI_Group_size(group: MPI_Group, size: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_size(group, size, false) }
+    if !rt::plain_here() { return general_MPI_Group_size(group, size, false) }
     counted_MPI_Group_size(group, size)
 }
 #[inline(never)]
@@ -10887,7 +11081,7 @@ unsafe extern "C" fn counted_PMPI_Group_size(group: MPI_Group, size: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_size(group, size, true) }
+    if !rt::plain_here() { return general_MPI_Group_size(group, size, true) }
     counted_PMPI_Group_size(group, size)
 }
 
@@ -10915,7 +11109,7 @@ unsafe extern "C" fn counted_MPI_Group_translate_ranks(group1: MPI_Group, n: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, false) }
+    if !rt::plain_here() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, false) }
     counted_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 #[inline(never)]
@@ -10924,7 +11118,7 @@ unsafe extern "C" fn counted_PMPI_Group_translate_ranks(group1: MPI_Group, n: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, true) }
+    if !rt::plain_here() { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, true) }
     counted_PMPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 
@@ -10952,7 +11146,7 @@ unsafe extern "C" fn counted_MPI_Group_union(group1: MPI_Group, group2: MPI_Grou
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_union(group1, group2, newgroup, false) }
+    if !rt::plain_here() { return general_MPI_Group_union(group1, group2, newgroup, false) }
     counted_MPI_Group_union(group1, group2, newgroup)
 }
 #[inline(never)]
@@ -10961,7 +11155,7 @@ unsafe extern "C" fn counted_PMPI_Group_union(group1: MPI_Group, group2: MPI_Gro
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    if !gates::plain() { return general_MPI_Group_union(group1, group2, newgroup, true) }
+    if !rt::plain_here() { return general_MPI_Group_union(group1, group2, newgroup, true) }
     counted_PMPI_Group_union(group1, group2, newgroup)
 }
 
@@ -10989,7 +11183,7 @@ unsafe extern "C" fn counted_MPI_Intercomm_create(local_comm: MPI_Comm, local_le
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, false) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, false) }
     counted_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 #[inline(never)]
@@ -10998,7 +11192,7 @@ unsafe extern "C" fn counted_PMPI_Intercomm_create(local_comm: MPI_Comm, local_l
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, true) }
+    if !rt::plain_here() { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, true) }
     counted_PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
@@ -11026,7 +11220,7 @@ unsafe extern "C" fn counted_MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, false) }
+    if !rt::plain_here() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, false) }
     counted_MPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 #[inline(never)]
@@ -11035,7 +11229,7 @@ unsafe extern "C" fn counted_PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, true) }
+    if !rt::plain_here() { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, true) }
     counted_PMPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 
@@ -11063,7 +11257,7 @@ unsafe extern "C" fn counted_MPI_Lookup_name(service_name: *const c_char, info: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Lookup_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Lookup_name(service_name, info, port_name, false) }
     counted_MPI_Lookup_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -11072,7 +11266,7 @@ unsafe extern "C" fn counted_PMPI_Lookup_name(service_name: *const c_char, info:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Lookup_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Lookup_name(service_name, info, port_name, true) }
     counted_PMPI_Lookup_name(service_name, info, port_name)
 }
 
@@ -11100,7 +11294,7 @@ unsafe extern "C" fn counted_MPI_Open_port(info: MPI_Info, port_name: *mut c_cha
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Open_port(info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Open_port(info, port_name, false) }
     counted_MPI_Open_port(info, port_name)
 }
 #[inline(never)]
@@ -11109,7 +11303,7 @@ unsafe extern "C" fn counted_PMPI_Open_port(info: MPI_Info, port_name: *mut c_ch
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Open_port(info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Open_port(info, port_name, true) }
     counted_PMPI_Open_port(info, port_name)
 }
 
@@ -11137,7 +11331,7 @@ unsafe extern "C" fn counted_MPI_Publish_name(service_name: *const c_char, info:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Publish_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Publish_name(service_name, info, port_name, false) }
     counted_MPI_Publish_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -11146,7 +11340,7 @@ unsafe extern "C" fn counted_PMPI_Publish_name(service_name: *const c_char, info
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Publish_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Publish_name(service_name, info, port_name, true) }
     counted_PMPI_Publish_name(service_name, info, port_name)
 }
 
@@ -11174,7 +11368,7 @@ unsafe extern "C" fn counted_MPI_Unpublish_name(service_name: *const c_char, inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Unpublish_name(service_name, info, port_name, false) }
+    if !rt::plain_here() { return general_MPI_Unpublish_name(service_name, info, port_name, false) }
     counted_MPI_Unpublish_name(service_name, info, port_name)
 }
 #[inline(never)]
@@ -11183,7 +11377,7 @@ unsafe extern "C" fn counted_PMPI_Unpublish_name(service_name: *const c_char, in
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Unpublish_name(service_name, info, port_name, true) }
+    if !rt::plain_here() { return general_MPI_Unpublish_name(service_name, info, port_name, true) }
     counted_PMPI_Unpublish_name(service_name, info, port_name)
 }
 
@@ -11211,7 +11405,7 @@ unsafe extern "C" fn counted_MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_delete(comm, keyval, false) }
+    if !rt::plain_here() { return general_MPI_Attr_delete(comm, keyval, false) }
     counted_MPI_Attr_delete(comm, keyval)
 }
 #[inline(never)]
@@ -11220,7 +11414,7 @@ unsafe extern "C" fn counted_PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_delete(comm, keyval, true) }
+    if !rt::plain_here() { return general_MPI_Attr_delete(comm, keyval, true) }
     counted_PMPI_Attr_delete(comm, keyval)
 }
 
@@ -11248,7 +11442,7 @@ unsafe extern "C" fn counted_MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, false) }
+    if !rt::plain_here() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, false) }
     counted_MPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 #[inline(never)]
@@ -11257,7 +11451,7 @@ unsafe extern "C" fn counted_PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attrib
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, true) }
+    if !rt::plain_here() { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, true) }
     counted_PMPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 
@@ -11285,7 +11479,7 @@ unsafe extern "C" fn counted_MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_put(comm, keyval, attribute_val, false) }
+    if !rt::plain_here() { return general_MPI_Attr_put(comm, keyval, attribute_val, false) }
     counted_MPI_Attr_put(comm, keyval, attribute_val)
 }
 #[inline(never)]
@@ -11294,7 +11488,7 @@ unsafe extern "C" fn counted_PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attrib
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Attr_put(comm, keyval, attribute_val, true) }
+    if !rt::plain_here() { return general_MPI_Attr_put(comm, keyval, attribute_val, true) }
     counted_PMPI_Attr_put(comm, keyval, attribute_val)
 }
 
@@ -11322,7 +11516,7 @@ unsafe extern "C" fn counted_MPI_Keyval_create(copy_fn: MPI_Copy_function, delet
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, false) }
+    if !rt::plain_here() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, false) }
     counted_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 #[inline(never)]
@@ -11331,7 +11525,7 @@ unsafe extern "C" fn counted_PMPI_Keyval_create(copy_fn: MPI_Copy_function, dele
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, true) }
+    if !rt::plain_here() { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, true) }
     counted_PMPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 
@@ -11359,7 +11553,7 @@ unsafe extern "C" fn counted_MPI_Keyval_free(keyval: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_free(keyval, false) }
+    if !rt::plain_here() { return general_MPI_Keyval_free(keyval, false) }
     counted_MPI_Keyval_free(keyval)
 }
 #[inline(never)]
@@ -11368,7 +11562,7 @@ unsafe extern "C" fn counted_PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Keyval_free(keyval, true) }
+    if !rt::plain_here() { return general_MPI_Keyval_free(keyval, true) }
     counted_PMPI_Keyval_free(keyval)
 }
 
@@ -11396,7 +11590,7 @@ unsafe extern "C" fn counted_MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdim
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, false) }
+    if !rt::plain_here() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, false) }
     counted_MPI_Cart_coords(comm, rank, maxdims, coords)
 }
 #[inline(never)]
@@ -11405,7 +11599,7 @@ unsafe extern "C" fn counted_PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdi
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, true) }
+    if !rt::plain_here() { return general_MPI_Cart_coords(comm, rank, maxdims, coords, true) }
     counted_PMPI_Cart_coords(comm, rank, maxdims, coords)
 }
 
@@ -11433,7 +11627,7 @@ unsafe extern "C" fn counted_MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, false) }
+    if !rt::plain_here() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, false) }
     counted_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 #[inline(never)]
@@ -11442,7 +11636,7 @@ unsafe extern "C" fn counted_PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, true) }
+    if !rt::plain_here() { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, true) }
     counted_PMPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
@@ -11470,7 +11664,7 @@ unsafe extern "C" fn counted_MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, false) }
+    if !rt::plain_here() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, false) }
     counted_MPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 #[inline(never)]
@@ -11479,7 +11673,7 @@ unsafe extern "C" fn counted_PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, true) }
+    if !rt::plain_here() { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, true) }
     counted_PMPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 
@@ -11507,7 +11701,7 @@ unsafe extern "C" fn counted_MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, false) }
+    if !rt::plain_here() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, false) }
     counted_MPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 #[inline(never)]
@@ -11516,7 +11710,7 @@ unsafe extern "C" fn counted_PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, true) }
+    if !rt::plain_here() { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, true) }
     counted_PMPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 
@@ -11544,7 +11738,7 @@ unsafe extern "C" fn counted_MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_rank(comm, coords, rank, false) }
+    if !rt::plain_here() { return general_MPI_Cart_rank(comm, coords, rank, false) }
     counted_MPI_Cart_rank(comm, coords, rank)
 }
 #[inline(never)]
@@ -11553,7 +11747,7 @@ unsafe extern "C" fn counted_PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_rank(comm, coords, rank, true) }
+    if !rt::plain_here() { return general_MPI_Cart_rank(comm, coords, rank, true) }
     counted_PMPI_Cart_rank(comm, coords, rank)
 }
 
@@ -11581,7 +11775,7 @@ unsafe extern "C" fn counted_MPI_Cart_shift(comm: MPI_Comm, direction: c_int, di
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, false) }
+    if !rt::plain_here() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, false) }
     counted_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 #[inline(never)]
@@ -11590,7 +11784,7 @@ unsafe extern "C" fn counted_PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, d
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, true) }
+    if !rt::plain_here() { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, true) }
     counted_PMPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 
@@ -11618,7 +11812,7 @@ unsafe extern "C" fn counted_MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, false) }
+    if !rt::plain_here() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, false) }
     counted_MPI_Cart_sub(comm, remain_dims, new_comm)
 }
 #[inline(never)]
@@ -11627,7 +11821,7 @@ unsafe extern "C" fn counted_PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, true) }
+    if !rt::plain_here() { return general_MPI_Cart_sub(comm, remain_dims, new_comm, true) }
     counted_PMPI_Cart_sub(comm, remain_dims, new_comm)
 }
 
@@ -11655,7 +11849,7 @@ unsafe extern "C" fn counted_MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cartdim_get(comm, ndims, false) }
+    if !rt::plain_here() { return general_MPI_Cartdim_get(comm, ndims, false) }
     counted_MPI_Cartdim_get(comm, ndims)
 }
 #[inline(never)]
@@ -11664,7 +11858,7 @@ unsafe extern "C" fn counted_PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Cartdim_get(comm, ndims, true) }
+    if !rt::plain_here() { return general_MPI_Cartdim_get(comm, ndims, true) }
     counted_PMPI_Cartdim_get(comm, ndims)
 }
 
@@ -11692,7 +11886,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, false) }
     counted_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 #[inline(never)]
@@ -11701,7 +11895,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, true) }
     counted_PMPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
@@ -11729,7 +11923,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, false) }
     counted_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 #[inline(never)]
@@ -11738,7 +11932,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm,
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, true) }
     counted_PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
@@ -11766,7 +11960,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegre
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, false) }
     counted_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 #[inline(never)]
@@ -11775,7 +11969,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegr
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, true) }
     counted_PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
@@ -11803,7 +11997,7 @@ unsafe extern "C" fn counted_MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inne
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, false) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, false) }
     counted_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 #[inline(never)]
@@ -11812,7 +12006,7 @@ unsafe extern "C" fn counted_PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inn
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, true) }
+    if !rt::plain_here() { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, true) }
     counted_PMPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 
@@ -11840,7 +12034,7 @@ unsafe extern "C" fn counted_MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dims_create(nnodes, ndims, dims, false) }
+    if !rt::plain_here() { return general_MPI_Dims_create(nnodes, ndims, dims, false) }
     counted_MPI_Dims_create(nnodes, ndims, dims)
 }
 #[inline(never)]
@@ -11849,7 +12043,7 @@ unsafe extern "C" fn counted_PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Dims_create(nnodes, ndims, dims, true) }
+    if !rt::plain_here() { return general_MPI_Dims_create(nnodes, ndims, dims, true) }
     counted_PMPI_Dims_create(nnodes, ndims, dims)
 }
 
@@ -11877,7 +12071,7 @@ unsafe extern "C" fn counted_MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, false) }
+    if !rt::plain_here() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, false) }
     counted_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 #[inline(never)]
@@ -11886,7 +12080,7 @@ unsafe extern "C" fn counted_PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, true) }
+    if !rt::plain_here() { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, true) }
     counted_PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
@@ -11914,7 +12108,7 @@ unsafe extern "C" fn counted_MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxe
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, false) }
+    if !rt::plain_here() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, false) }
     counted_MPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 #[inline(never)]
@@ -11923,7 +12117,7 @@ unsafe extern "C" fn counted_PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, max
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, true) }
+    if !rt::plain_here() { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, true) }
     counted_PMPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 
@@ -11951,7 +12145,7 @@ unsafe extern "C" fn counted_MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, false) }
+    if !rt::plain_here() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, false) }
     counted_MPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 #[inline(never)]
@@ -11960,7 +12154,7 @@ unsafe extern "C" fn counted_PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, true) }
+    if !rt::plain_here() { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, true) }
     counted_PMPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 
@@ -11988,7 +12182,7 @@ unsafe extern "C" fn counted_MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, false) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, false) }
     counted_MPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 #[inline(never)]
@@ -11997,7 +12191,7 @@ unsafe extern "C" fn counted_PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, true) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, true) }
     counted_PMPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 
@@ -12025,7 +12219,7 @@ unsafe extern "C" fn counted_MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, ma
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, false) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, false) }
     counted_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 #[inline(never)]
@@ -12034,7 +12228,7 @@ unsafe extern "C" fn counted_PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, true) }
+    if !rt::plain_here() { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, true) }
     counted_PMPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 
@@ -12062,7 +12256,7 @@ unsafe extern "C" fn counted_MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graphdims_get(comm, nnodes, nedges, false) }
+    if !rt::plain_here() { return general_MPI_Graphdims_get(comm, nnodes, nedges, false) }
     counted_MPI_Graphdims_get(comm, nnodes, nedges)
 }
 #[inline(never)]
@@ -12071,7 +12265,7 @@ unsafe extern "C" fn counted_PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Graphdims_get(comm, nnodes, nedges, true) }
+    if !rt::plain_here() { return general_MPI_Graphdims_get(comm, nnodes, nedges, true) }
     counted_PMPI_Graphdims_get(comm, nnodes, nedges)
 }
 
@@ -12099,7 +12293,7 @@ unsafe extern "C" fn counted_MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Topo_test(comm, status, false) }
+    if !rt::plain_here() { return general_MPI_Topo_test(comm, status, false) }
     counted_MPI_Topo_test(comm, status)
 }
 #[inline(never)]
@@ -12108,7 +12302,7 @@ unsafe extern "C" fn counted_PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Topo_test(comm, status, true) }
+    if !rt::plain_here() { return general_MPI_Topo_test(comm, status, true) }
     counted_PMPI_Topo_test(comm, status)
 }
 
@@ -12137,7 +12331,7 @@ unsafe extern "C" fn counted_MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Abort(comm, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Abort(comm, errorcode, false) }
     counted_MPI_Abort(comm, errorcode)
 }
 #[inline(never)]
@@ -12146,7 +12340,7 @@ unsafe extern "C" fn counted_PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Abort(comm, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Abort(comm, errorcode, true) }
     counted_PMPI_Abort(comm, errorcode)
 }
 
@@ -12174,7 +12368,7 @@ unsafe extern "C" fn counted_MPI_Add_error_class(errorclass: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_class(errorclass, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_class(errorclass, false) }
     counted_MPI_Add_error_class(errorclass)
 }
 #[inline(never)]
@@ -12183,7 +12377,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_class(errorclass: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_class(errorclass, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_class(errorclass, true) }
     counted_PMPI_Add_error_class(errorclass)
 }
 
@@ -12211,7 +12405,7 @@ unsafe extern "C" fn counted_MPI_Add_error_code(errorclass: c_int, errorcode: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_code(errorclass, errorcode, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_code(errorclass, errorcode, false) }
     counted_MPI_Add_error_code(errorclass, errorcode)
 }
 #[inline(never)]
@@ -12220,7 +12414,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_code(errorclass: c_int, errorcode: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_code(errorclass, errorcode, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_code(errorclass, errorcode, true) }
     counted_PMPI_Add_error_code(errorclass, errorcode)
 }
 
@@ -12248,7 +12442,7 @@ unsafe extern "C" fn counted_MPI_Add_error_string(errorcode: c_int, string: *con
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_string(errorcode, string, false) }
+    if !rt::plain_here() { return general_MPI_Add_error_string(errorcode, string, false) }
     counted_MPI_Add_error_string(errorcode, string)
 }
 #[inline(never)]
@@ -12257,7 +12451,7 @@ unsafe extern "C" fn counted_PMPI_Add_error_string(errorcode: c_int, string: *co
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Add_error_string(errorcode, string, true) }
+    if !rt::plain_here() { return general_MPI_Add_error_string(errorcode, string, true) }
     counted_PMPI_Add_error_string(errorcode, string)
 }
 
@@ -12285,7 +12479,7 @@ unsafe extern "C" fn counted_MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, basep
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Alloc_mem(size, info, baseptr, false) }
+    if !rt::plain_here() { return general_MPI_Alloc_mem(size, info, baseptr, false) }
     counted_MPI_Alloc_mem(size, info, baseptr)
 }
 #[inline(never)]
@@ -12294,7 +12488,7 @@ unsafe extern "C" fn counted_PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, base
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Alloc_mem(size, info, baseptr, true) }
+    if !rt::plain_here() { return general_MPI_Alloc_mem(size, info, baseptr, true) }
     counted_PMPI_Alloc_mem(size, info, baseptr)
 }
 
@@ -12322,7 +12516,7 @@ unsafe extern "C" fn counted_MPI_Error_class(errorcode: c_int, errorclass: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_class(errorcode, errorclass, false) }
+    if !rt::plain_here() { return general_MPI_Error_class(errorcode, errorclass, false) }
     counted_MPI_Error_class(errorcode, errorclass)
 }
 #[inline(never)]
@@ -12331,7 +12525,7 @@ unsafe extern "C" fn counted_PMPI_Error_class(errorcode: c_int, errorclass: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_class(errorcode, errorclass, true) }
+    if !rt::plain_here() { return general_MPI_Error_class(errorcode, errorclass, true) }
     counted_PMPI_Error_class(errorcode, errorclass)
 }
 
@@ -12359,7 +12553,7 @@ unsafe extern "C" fn counted_MPI_Error_string(errorcode: c_int, string: *mut c_c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_string(errorcode, string, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Error_string(errorcode, string, resultlen, false) }
     counted_MPI_Error_string(errorcode, string, resultlen)
 }
 #[inline(never)]
@@ -12368,7 +12562,7 @@ unsafe extern "C" fn counted_PMPI_Error_string(errorcode: c_int, string: *mut c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Error_string(errorcode, string, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Error_string(errorcode, string, resultlen, true) }
     counted_PMPI_Error_string(errorcode, string, resultlen)
 }
 
@@ -12397,7 +12591,7 @@ unsafe extern "C" fn counted_MPI_Finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalize() -> c_int {
-    if !gates::plain() { return general_MPI_Finalize(false) }
+    if !rt::plain_here() { return general_MPI_Finalize(false) }
     counted_MPI_Finalize()
 }
 #[inline(never)]
@@ -12406,7 +12600,7 @@ unsafe extern "C" fn counted_PMPI_Finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
-    if !gates::plain() { return general_MPI_Finalize(true) }
+    if !rt::plain_here() { return general_MPI_Finalize(true) }
     counted_PMPI_Finalize()
 }
 
@@ -12434,7 +12628,7 @@ unsafe extern "C" fn counted_MPI_Finalized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Finalized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Finalized(flag, false) }
+    if !rt::plain_here() { return general_MPI_Finalized(flag, false) }
     counted_MPI_Finalized(flag)
 }
 #[inline(never)]
@@ -12443,7 +12637,7 @@ unsafe extern "C" fn counted_PMPI_Finalized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Finalized(flag, true) }
+    if !rt::plain_here() { return general_MPI_Finalized(flag, true) }
     counted_PMPI_Finalized(flag)
 }
 
@@ -12471,7 +12665,7 @@ unsafe extern "C" fn counted_MPI_Free_mem(base: *mut c_void) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Free_mem(base: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Free_mem(base, false) }
+    if !rt::plain_here() { return general_MPI_Free_mem(base, false) }
     counted_MPI_Free_mem(base)
 }
 #[inline(never)]
@@ -12480,7 +12674,7 @@ unsafe extern "C" fn counted_PMPI_Free_mem(base: *mut c_void) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_Free_mem(base, true) }
+    if !rt::plain_here() { return general_MPI_Free_mem(base, true) }
     counted_PMPI_Free_mem(base)
 }
 
@@ -12508,7 +12702,7 @@ unsafe extern "C" fn counted_MPI_Get_library_version(version: *mut c_char, resul
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_library_version(version, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Get_library_version(version, resultlen, false) }
     counted_MPI_Get_library_version(version, resultlen)
 }
 #[inline(never)]
@@ -12517,7 +12711,7 @@ unsafe extern "C" fn counted_PMPI_Get_library_version(version: *mut c_char, resu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_library_version(version, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Get_library_version(version, resultlen, true) }
     counted_PMPI_Get_library_version(version, resultlen)
 }
 
@@ -12545,7 +12739,7 @@ unsafe extern "C" fn counted_MPI_Get_processor_name(name: *mut c_char, resultlen
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_processor_name(name, resultlen, false) }
+    if !rt::plain_here() { return general_MPI_Get_processor_name(name, resultlen, false) }
     counted_MPI_Get_processor_name(name, resultlen)
 }
 #[inline(never)]
@@ -12554,7 +12748,7 @@ unsafe extern "C" fn counted_PMPI_Get_processor_name(name: *mut c_char, resultle
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_processor_name(name, resultlen, true) }
+    if !rt::plain_here() { return general_MPI_Get_processor_name(name, resultlen, true) }
     counted_PMPI_Get_processor_name(name, resultlen)
 }
 
@@ -12582,7 +12776,7 @@ unsafe extern "C" fn counted_MPI_Get_version(version: *mut c_int, subversion: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_version(version, subversion, false) }
+    if !rt::plain_here() { return general_MPI_Get_version(version, subversion, false) }
     counted_MPI_Get_version(version, subversion)
 }
 #[inline(never)]
@@ -12591,7 +12785,7 @@ unsafe extern "C" fn counted_PMPI_Get_version(version: *mut c_int, subversion: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Get_version(version, subversion, true) }
+    if !rt::plain_here() { return general_MPI_Get_version(version, subversion, true) }
     counted_PMPI_Get_version(version, subversion)
 }
 
@@ -12619,7 +12813,7 @@ unsafe extern "C" fn counted_MPI_Info_create(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create(info, false) }
+    if !rt::plain_here() { return general_MPI_Info_create(info, false) }
     counted_MPI_Info_create(info)
 }
 #[inline(never)]
@@ -12628,7 +12822,7 @@ unsafe extern "C" fn counted_PMPI_Info_create(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_create(info, true) }
+    if !rt::plain_here() { return general_MPI_Info_create(info, true) }
     counted_PMPI_Info_create(info)
 }
 
@@ -12656,7 +12850,7 @@ unsafe extern "C" fn counted_MPI_Info_delete(info: MPI_Info, key: *const c_char)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_delete(info, key, false) }
+    if !rt::plain_here() { return general_MPI_Info_delete(info, key, false) }
     counted_MPI_Info_delete(info, key)
 }
 #[inline(never)]
@@ -12665,7 +12859,7 @@ unsafe extern "C" fn counted_PMPI_Info_delete(info: MPI_Info, key: *const c_char
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_delete(info, key, true) }
+    if !rt::plain_here() { return general_MPI_Info_delete(info, key, true) }
     counted_PMPI_Info_delete(info, key)
 }
 
@@ -12693,7 +12887,7 @@ unsafe extern "C" fn counted_MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_dup(info, newinfo, false) }
+    if !rt::plain_here() { return general_MPI_Info_dup(info, newinfo, false) }
     counted_MPI_Info_dup(info, newinfo)
 }
 #[inline(never)]
@@ -12702,7 +12896,7 @@ unsafe extern "C" fn counted_PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Inf
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_dup(info, newinfo, true) }
+    if !rt::plain_here() { return general_MPI_Info_dup(info, newinfo, true) }
     counted_PMPI_Info_dup(info, newinfo)
 }
 
@@ -12730,7 +12924,7 @@ unsafe extern "C" fn counted_MPI_Info_free(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_free(info, false) }
+    if !rt::plain_here() { return general_MPI_Info_free(info, false) }
     counted_MPI_Info_free(info)
 }
 #[inline(never)]
@@ -12739,7 +12933,7 @@ unsafe extern "C" fn counted_PMPI_Info_free(info: *mut MPI_Info) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
-    if !gates::plain() { return general_MPI_Info_free(info, true) }
+    if !rt::plain_here() { return general_MPI_Info_free(info, true) }
     counted_PMPI_Info_free(info)
 }
 
@@ -12767,7 +12961,7 @@ unsafe extern "C" fn counted_MPI_Info_get(info: MPI_Info, key: *const c_char, va
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get(info, key, valuelen, value, flag, false) }
+    if !rt::plain_here() { return general_MPI_Info_get(info, key, valuelen, value, flag, false) }
     counted_MPI_Info_get(info, key, valuelen, value, flag)
 }
 #[inline(never)]
@@ -12776,7 +12970,7 @@ unsafe extern "C" fn counted_PMPI_Info_get(info: MPI_Info, key: *const c_char, v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get(info, key, valuelen, value, flag, true) }
+    if !rt::plain_here() { return general_MPI_Info_get(info, key, valuelen, value, flag, true) }
     counted_PMPI_Info_get(info, key, valuelen, value, flag)
 }
 
@@ -12804,7 +12998,7 @@ unsafe extern "C" fn counted_MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nkeys(info, nkeys, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_nkeys(info, nkeys, false) }
     counted_MPI_Info_get_nkeys(info, nkeys)
 }
 #[inline(never)]
@@ -12813,7 +13007,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nkeys(info, nkeys, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_nkeys(info, nkeys, true) }
     counted_PMPI_Info_get_nkeys(info, nkeys)
 }
 
@@ -12841,7 +13035,7 @@ unsafe extern "C" fn counted_MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nthkey(info, n, key, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_nthkey(info, n, key, false) }
     counted_MPI_Info_get_nthkey(info, n, key)
 }
 #[inline(never)]
@@ -12850,7 +13044,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key:
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_nthkey(info, n, key, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_nthkey(info, n, key, true) }
     counted_PMPI_Info_get_nthkey(info, n, key)
 }
 
@@ -12878,7 +13072,7 @@ unsafe extern "C" fn counted_MPI_Info_get_valuelen(info: MPI_Info, key: *const c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, false) }
+    if !rt::plain_here() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, false) }
     counted_MPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 #[inline(never)]
@@ -12887,7 +13081,7 @@ unsafe extern "C" fn counted_PMPI_Info_get_valuelen(info: MPI_Info, key: *const 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, true) }
+    if !rt::plain_here() { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, true) }
     counted_PMPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 
@@ -12915,7 +13109,7 @@ unsafe extern "C" fn counted_MPI_Info_set(info: MPI_Info, key: *const c_char, va
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_set(info, key, value, false) }
+    if !rt::plain_here() { return general_MPI_Info_set(info, key, value, false) }
     counted_MPI_Info_set(info, key, value)
 }
 #[inline(never)]
@@ -12924,7 +13118,7 @@ unsafe extern "C" fn counted_PMPI_Info_set(info: MPI_Info, key: *const c_char, v
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Info_set(info, key, value, true) }
+    if !rt::plain_here() { return general_MPI_Info_set(info, key, value, true) }
     counted_PMPI_Info_set(info, key, value)
 }
 
@@ -12961,7 +13155,7 @@ unsafe extern "C" fn counted_MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_c
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Init(argc, argv, false) }
+    if !rt::plain_here() { return general_MPI_Init(argc, argv, false) }
     counted_MPI_Init(argc, argv)
 }
 #[inline(never)]
@@ -12972,7 +13166,7 @@ unsafe extern "C" fn counted_PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    if !gates::plain() { return general_MPI_Init(argc, argv, true) }
+    if !rt::plain_here() { return general_MPI_Init(argc, argv, true) }
     counted_PMPI_Init(argc, argv)
 }
 
@@ -13000,7 +13194,7 @@ unsafe extern "C" fn counted_MPI_Initialized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Initialized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Initialized(flag, false) }
+    if !rt::plain_here() { return general_MPI_Initialized(flag, false) }
     counted_MPI_Initialized(flag)
 }
 #[inline(never)]
@@ -13009,7 +13203,7 @@ unsafe extern "C" fn counted_PMPI_Initialized(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Initialized(flag, true) }
+    if !rt::plain_here() { return general_MPI_Initialized(flag, true) }
     counted_PMPI_Initialized(flag)
 }
 
@@ -13048,7 +13242,7 @@ unsafe extern "C" fn counted_MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Init_thread(argc, argv, required, provided, false) }
+    if !rt::plain_here() { return general_MPI_Init_thread(argc, argv, required, provided, false) }
     counted_MPI_Init_thread(argc, argv, required, provided)
 }
 #[inline(never)]
@@ -13059,7 +13253,7 @@ unsafe extern "C" fn counted_PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut 
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Init_thread(argc, argv, required, provided, true) }
+    if !rt::plain_here() { return general_MPI_Init_thread(argc, argv, required, provided, true) }
     counted_PMPI_Init_thread(argc, argv, required, provided)
 }
 
@@ -13087,7 +13281,7 @@ unsafe extern "C" fn counted_MPI_Is_thread_main(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Is_thread_main(flag, false) }
+    if !rt::plain_here() { return general_MPI_Is_thread_main(flag, false) }
     counted_MPI_Is_thread_main(flag)
 }
 #[inline(never)]
@@ -13096,7 +13290,7 @@ unsafe extern "C" fn counted_PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Is_thread_main(flag, true) }
+    if !rt::plain_here() { return general_MPI_Is_thread_main(flag, true) }
     counted_PMPI_Is_thread_main(flag)
 }
 
@@ -13124,7 +13318,7 @@ unsafe extern "C" fn counted_MPI_Op_commutative(op: MPI_Op, commute: *mut c_int)
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Op_commutative(op, commute, false) }
+    if !rt::plain_here() { return general_MPI_Op_commutative(op, commute, false) }
     counted_MPI_Op_commutative(op, commute)
 }
 #[inline(never)]
@@ -13133,7 +13327,7 @@ unsafe extern "C" fn counted_PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Op_commutative(op, commute, true) }
+    if !rt::plain_here() { return general_MPI_Op_commutative(op, commute, true) }
     counted_PMPI_Op_commutative(op, commute)
 }
 
@@ -13161,7 +13355,7 @@ unsafe extern "C" fn counted_MPI_Op_create(function: MPI_User_function, commute:
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create(function, commute, op, false) }
+    if !rt::plain_here() { return general_MPI_Op_create(function, commute, op, false) }
     counted_MPI_Op_create(function, commute, op)
 }
 #[inline(never)]
@@ -13170,7 +13364,7 @@ unsafe extern "C" fn counted_PMPI_Op_create(function: MPI_User_function, commute
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_create(function, commute, op, true) }
+    if !rt::plain_here() { return general_MPI_Op_create(function, commute, op, true) }
     counted_PMPI_Op_create(function, commute, op)
 }
 
@@ -13198,7 +13392,7 @@ unsafe extern "C" fn counted_MPI_Op_free(op: *mut MPI_Op) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_free(op, false) }
+    if !rt::plain_here() { return general_MPI_Op_free(op, false) }
     counted_MPI_Op_free(op)
 }
 #[inline(never)]
@@ -13207,7 +13401,7 @@ unsafe extern "C" fn counted_PMPI_Op_free(op: *mut MPI_Op) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
-    if !gates::plain() { return general_MPI_Op_free(op, true) }
+    if !rt::plain_here() { return general_MPI_Op_free(op, true) }
     counted_PMPI_Op_free(op)
 }
 
@@ -13235,7 +13429,7 @@ unsafe extern "C" fn counted_MPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Query_thread(provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Query_thread(provided, false) }
+    if !rt::plain_here() { return general_MPI_Query_thread(provided, false) }
     counted_MPI_Query_thread(provided)
 }
 #[inline(never)]
@@ -13244,7 +13438,7 @@ unsafe extern "C" fn counted_PMPI_Query_thread(provided: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_Query_thread(provided, true) }
+    if !rt::plain_here() { return general_MPI_Query_thread(provided, true) }
     counted_PMPI_Query_thread(provided)
 }
 
@@ -13272,7 +13466,7 @@ unsafe extern "C" fn counted_MPI_Wtick() -> f64 {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Wtick() -> f64 {
-    if !gates::plain() { return general_MPI_Wtick(false) }
+    if !rt::plain_here() { return general_MPI_Wtick(false) }
     counted_MPI_Wtick()
 }
 #[inline(never)]
@@ -13281,7 +13475,7 @@ unsafe extern "C" fn counted_PMPI_Wtick() -> f64 {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
-    if !gates::plain() { return general_MPI_Wtick(true) }
+    if !rt::plain_here() { return general_MPI_Wtick(true) }
     counted_PMPI_Wtick()
 }
 
@@ -13312,7 +13506,7 @@ unsafe extern "C" fn counted_MPI_Wtime() -> f64 {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wtime() -> f64 {
-    if !gates::plain() { return general_MPI_Wtime(false) }
+    if !rt::plain_here() { return general_MPI_Wtime(false) }
     counted_MPI_Wtime()
 }
 #[inline(never)]
@@ -13323,7 +13517,7 @@ unsafe extern "C" fn counted_PMPI_Wtime() -> f64 {
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
-    if !gates::plain() { return general_MPI_Wtime(true) }
+    if !rt::plain_here() { return general_MPI_Wtime(true) }
     counted_PMPI_Wtime()
 }
 
@@ -13351,7 +13545,7 @@ unsafe extern "C" fn counted_MPI_T_init_thread(required: c_int, provided: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_init_thread(required, provided, false) }
+    if !rt::plain_here() { return general_MPI_T_init_thread(required, provided, false) }
     counted_MPI_T_init_thread(required, provided)
 }
 #[inline(never)]
@@ -13360,7 +13554,7 @@ unsafe extern "C" fn counted_PMPI_T_init_thread(required: c_int, provided: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_init_thread(required, provided, true) }
+    if !rt::plain_here() { return general_MPI_T_init_thread(required, provided, true) }
     counted_PMPI_T_init_thread(required, provided)
 }
 
@@ -13388,7 +13582,7 @@ unsafe extern "C" fn counted_MPI_T_finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_finalize() -> c_int {
-    if !gates::plain() { return general_MPI_T_finalize(false) }
+    if !rt::plain_here() { return general_MPI_T_finalize(false) }
     counted_MPI_T_finalize()
 }
 #[inline(never)]
@@ -13397,7 +13591,7 @@ unsafe extern "C" fn counted_PMPI_T_finalize() -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
-    if !gates::plain() { return general_MPI_T_finalize(true) }
+    if !rt::plain_here() { return general_MPI_T_finalize(true) }
     counted_PMPI_T_finalize()
 }
 
@@ -13425,7 +13619,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_num(num_cvar, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_num(num_cvar, false) }
     counted_MPI_T_cvar_get_num(num_cvar)
 }
 #[inline(never)]
@@ -13434,7 +13628,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_num(num_cvar, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_num(num_cvar, true) }
     counted_PMPI_T_cvar_get_num(num_cvar)
 }
 
@@ -13462,7 +13656,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, false) }
     counted_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 #[inline(never)]
@@ -13471,7 +13665,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, true) }
     counted_PMPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
@@ -13499,7 +13693,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_get_index(name: *const c_char, cvar_inde
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_index(name, cvar_index, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_index(name, cvar_index, false) }
     counted_MPI_T_cvar_get_index(name, cvar_index)
 }
 #[inline(never)]
@@ -13508,7 +13702,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_get_index(name: *const c_char, cvar_ind
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_get_index(name, cvar_index, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_get_index(name, cvar_index, true) }
     counted_PMPI_T_cvar_get_index(name, cvar_index)
 }
 
@@ -13536,7 +13730,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, false) }
     counted_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 #[inline(never)]
@@ -13545,7 +13739,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_han
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, true) }
     counted_PMPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 
@@ -13573,7 +13767,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_free(handle, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_free(handle, false) }
     counted_MPI_T_cvar_handle_free(handle)
 }
 #[inline(never)]
@@ -13582,7 +13776,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_han
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_handle_free(handle, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_handle_free(handle, true) }
     counted_PMPI_T_cvar_handle_free(handle)
 }
 
@@ -13610,7 +13804,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_read(handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_read(handle, buf, false) }
     counted_MPI_T_cvar_read(handle, buf)
 }
 #[inline(never)]
@@ -13619,7 +13813,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_read(handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_read(handle, buf, true) }
     counted_PMPI_T_cvar_read(handle, buf)
 }
 
@@ -13647,7 +13841,7 @@ unsafe extern "C" fn counted_MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_write(handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_cvar_write(handle, buf, false) }
     counted_MPI_T_cvar_write(handle, buf)
 }
 #[inline(never)]
@@ -13656,7 +13850,7 @@ unsafe extern "C" fn counted_PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_cvar_write(handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_cvar_write(handle, buf, true) }
     counted_PMPI_T_cvar_write(handle, buf)
 }
 
@@ -13684,7 +13878,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_num(num_cat: *mut c_int) -> c_in
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num(num_cat, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num(num_cat, false) }
     counted_MPI_T_category_get_num(num_cat)
 }
 #[inline(never)]
@@ -13693,7 +13887,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_num(num_cat: *mut c_int) -> c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_num(num_cat, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_num(num_cat, true) }
     counted_PMPI_T_category_get_num(num_cat)
 }
 
@@ -13721,7 +13915,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_info(cat_index: c_int, name: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, false) }
     counted_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 #[inline(never)]
@@ -13730,7 +13924,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_info(cat_index: c_int, name: *m
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, true) }
     counted_PMPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
@@ -13758,7 +13952,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_index(name: *const c_char, categ
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_index(name, category_index, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_index(name, category_index, false) }
     counted_MPI_T_category_get_index(name, category_index)
 }
 #[inline(never)]
@@ -13767,7 +13961,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_index(name: *const c_char, cate
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_index(name, category_index, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_index(name, category_index, true) }
     counted_PMPI_T_category_get_index(name, category_index)
 }
 
@@ -13795,7 +13989,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_cvars(cat_index: c_int, len: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_cvars(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_cvars(cat_index, len, indices, false) }
     counted_MPI_T_category_get_cvars(cat_index, len, indices)
 }
 #[inline(never)]
@@ -13804,7 +13998,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_cvars(cat_index: c_int, len: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_cvars(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_cvars(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_cvars(cat_index, len, indices)
 }
 
@@ -13832,7 +14026,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_pvars(cat_index: c_int, len: c_i
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_pvars(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_pvars(cat_index, len, indices, false) }
     counted_MPI_T_category_get_pvars(cat_index, len, indices)
 }
 #[inline(never)]
@@ -13841,7 +14035,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_pvars(cat_index: c_int, len: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_pvars(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_pvars(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_pvars(cat_index, len, indices)
 }
 
@@ -13869,7 +14063,7 @@ unsafe extern "C" fn counted_MPI_T_category_get_categories(cat_index: c_int, len
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_categories(cat_index, len, indices, false) }
+    if !rt::plain_here() { return general_MPI_T_category_get_categories(cat_index, len, indices, false) }
     counted_MPI_T_category_get_categories(cat_index, len, indices)
 }
 #[inline(never)]
@@ -13878,7 +14072,7 @@ unsafe extern "C" fn counted_PMPI_T_category_get_categories(cat_index: c_int, le
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_get_categories(cat_index, len, indices, true) }
+    if !rt::plain_here() { return general_MPI_T_category_get_categories(cat_index, len, indices, true) }
     counted_PMPI_T_category_get_categories(cat_index, len, indices)
 }
 
@@ -13906,7 +14100,7 @@ unsafe extern "C" fn counted_MPI_T_category_changed(stamp: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_changed(stamp, false) }
+    if !rt::plain_here() { return general_MPI_T_category_changed(stamp, false) }
     counted_MPI_T_category_changed(stamp)
 }
 #[inline(never)]
@@ -13915,7 +14109,7 @@ unsafe extern "C" fn counted_PMPI_T_category_changed(stamp: *mut c_int) -> c_int
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_category_changed(stamp, true) }
+    if !rt::plain_here() { return general_MPI_T_category_changed(stamp, true) }
     counted_PMPI_T_category_changed(stamp)
 }
 
@@ -13943,7 +14137,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_num(num_pvar, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_num(num_pvar, false) }
     counted_MPI_T_pvar_get_num(num_pvar)
 }
 #[inline(never)]
@@ -13952,7 +14146,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_num(num_pvar, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_num(num_pvar, true) }
     counted_PMPI_T_pvar_get_num(num_pvar)
 }
 
@@ -13980,7 +14174,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, false) }
     counted_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 #[inline(never)]
@@ -13989,7 +14183,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, true) }
     counted_PMPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
@@ -14017,7 +14211,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_get_index(name: *const c_char, var_class
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, false) }
     counted_MPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 #[inline(never)]
@@ -14026,7 +14220,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_get_index(name: *const c_char, var_clas
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, true) }
     counted_PMPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 
@@ -14054,7 +14248,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_session_create(session: *mut MPI_T_pvar_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_create(session, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_create(session, false) }
     counted_MPI_T_pvar_session_create(session)
 }
 #[inline(never)]
@@ -14063,7 +14257,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_session_create(session: *mut MPI_T_pvar
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_create(session, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_create(session, true) }
     counted_PMPI_T_pvar_session_create(session)
 }
 
@@ -14091,7 +14285,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_session_free(session: *mut MPI_T_pvar_se
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_free(session, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_free(session, false) }
     counted_MPI_T_pvar_session_free(session)
 }
 #[inline(never)]
@@ -14100,7 +14294,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_s
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_session) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_session_free(session, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_session_free(session, true) }
     counted_PMPI_T_pvar_session_free(session)
 }
 
@@ -14128,7 +14322,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, false) }
     counted_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 #[inline(never)]
@@ -14137,7 +14331,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_sessio
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, true) }
     counted_PMPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 
@@ -14165,7 +14359,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_handle_free(session: MPI_T_pvar_session,
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_free(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_free(session, handle, false) }
     counted_MPI_T_pvar_handle_free(session, handle)
 }
 #[inline(never)]
@@ -14174,7 +14368,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_handle_free(session: MPI_T_pvar_session
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_handle_free(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_handle_free(session, handle, true) }
     counted_PMPI_T_pvar_handle_free(session, handle)
 }
 
@@ -14202,7 +14396,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_start(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_start(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_start(session, handle, false) }
     counted_MPI_T_pvar_start(session, handle)
 }
 #[inline(never)]
@@ -14211,7 +14405,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_start(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_start(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_start(session, handle, true) }
     counted_PMPI_T_pvar_start(session, handle)
 }
 
@@ -14239,7 +14433,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_stop(session: MPI_T_pvar_session, handle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_stop(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_stop(session, handle, false) }
     counted_MPI_T_pvar_stop(session, handle)
 }
 #[inline(never)]
@@ -14248,7 +14442,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_stop(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_stop(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_stop(session, handle, true) }
     counted_PMPI_T_pvar_stop(session, handle)
 }
 
@@ -14276,7 +14470,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_read(session: MPI_T_pvar_session, handle
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_read(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_read(session, handle, buf, false) }
     counted_MPI_T_pvar_read(session, handle, buf)
 }
 #[inline(never)]
@@ -14285,7 +14479,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_read(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_read(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_read(session, handle, buf, true) }
     counted_PMPI_T_pvar_read(session, handle, buf)
 }
 
@@ -14313,7 +14507,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_write(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_write(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_write(session, handle, buf, false) }
     counted_MPI_T_pvar_write(session, handle, buf)
 }
 #[inline(never)]
@@ -14322,7 +14516,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_write(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_write(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_write(session, handle, buf, true) }
     counted_PMPI_T_pvar_write(session, handle, buf)
 }
 
@@ -14350,7 +14544,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_reset(session: MPI_T_pvar_session, handl
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_reset(session, handle, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_reset(session, handle, false) }
     counted_MPI_T_pvar_reset(session, handle)
 }
 #[inline(never)]
@@ -14359,7 +14553,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_reset(session: MPI_T_pvar_session, hand
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_reset(session, handle, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_reset(session, handle, true) }
     counted_PMPI_T_pvar_reset(session, handle)
 }
 
@@ -14387,7 +14581,7 @@ unsafe extern "C" fn counted_MPI_T_pvar_readreset(session: MPI_T_pvar_session, h
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_readreset(session, handle, buf, false) }
+    if !rt::plain_here() { return general_MPI_T_pvar_readreset(session, handle, buf, false) }
     counted_MPI_T_pvar_readreset(session, handle, buf)
 }
 #[inline(never)]
@@ -14396,7 +14590,7 @@ unsafe extern "C" fn counted_PMPI_T_pvar_readreset(session: MPI_T_pvar_session, 
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    if !gates::plain() { return general_MPI_T_pvar_readreset(session, handle, buf, true) }
+    if !rt::plain_here() { return general_MPI_T_pvar_readreset(session, handle, buf, true) }
     counted_PMPI_T_pvar_readreset(session, handle, buf)
 }
 
@@ -14424,7 +14618,7 @@ unsafe extern "C" fn counted_MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, false) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, false) }
     counted_MPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 #[inline(never)]
@@ -14433,7 +14627,7 @@ unsafe extern "C" fn counted_PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mu
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, true) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, true) }
     counted_PMPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 
@@ -14461,7 +14655,7 @@ unsafe extern "C" fn counted_MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_
 }
 #[no_mangle]
 pub unsafe extern "C" fn MPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, false) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, false) }
     counted_MPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 #[inline(never)]
@@ -14470,7 +14664,7 @@ unsafe extern "C" fn counted_PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c
 }
 #[no_mangle]
 pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    if !gates::plain() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, true) }
+    if !rt::plain_here() { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, true) }
     counted_PMPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 
