@@ -1,7 +1,8 @@
 //! Figures kept as the data arrives: the sums the admin pages show, per UTC day (site-wide:
-//! `rollup_days`), per day and user (`rollup_users`), per calendar month and user (the totals
-//! alone: `rollup_user_months`, so that a month's users list, a user's page and the search add
-//! up one row per user, not one per day and user) and per day and application (`rollup_apps`:
+//! `rollup_days`), per day and user (`rollup_users`), per calendar month and per ISO week and
+//! user (the totals alone: `rollup_user_months` and `rollup_user_weeks`, so that a month's or a
+//! week's users list, a user's page and the search add up one row per user, not one per day and
+//! user) and per day and application (`rollup_apps`:
 //! the search by application), per UTC hour (`rollup_hours`, site-wide, and
 //! `rollup_hour_groups`, per application, Slurm account and partition: the metrics' windows,
 //! `mpistat_pages::metrics`), plus the critical jobs (`critical_jobs`), kept by ingest in the
@@ -27,8 +28,9 @@
 //! when they count exactly the batch's new jobs, or makes them again from the new jobs'
 //! records when not (some were stored before, or rejected: `mpistat_ingest::writer`).
 //!
-//! An interval's sums are added in time order: its days before its first whole month, its
-//! whole months, its days after them ([`Spans`]).
+//! An interval's sums are added in time order: its days before its first whole week, its whole
+//! weeks before its first whole month, its whole months, and as many whole weeks and then days
+//! after them ([`spans`]).
 
 use crate::classes::{
     add_histogram, imbalance_percent, job_cpu_class, routine_group, size_class, JOB_CPU_CLASSES,
@@ -38,7 +40,7 @@ use crate::sums::{RoutineSums, Totals, UserWeek};
 use crate::{Error, Result};
 use mpistat_record::{Binding, JobRecord};
 use mpistat_site::SiteReportConfig;
-use mpistat_store::rollups::{Tables, UserRow};
+use mpistat_store::rollups::{Span, Tables, UserRow};
 use mpistat_store::{CriticalEntry, PeriodTotals, ReadStore, WriteStore, WriteTx};
 use serde::{Deserialize, Serialize};
 use std::collections::btree_map::Entry;
@@ -476,16 +478,19 @@ impl Rollups {
             };
             tx.put_rollup_day(tables, day, &stored::day_json(&data)?)?;
         }
-        // The new totals by month and user, added in day order.
-        let mut months: BTreeMap<(u64, String), Totals> = BTreeMap::new();
+        // The new totals by week and by month and user, added in day order.
+        let (mut weeks, mut months): (BTreeMap<(u64, String), Totals>, BTreeMap<_, _>) =
+            Default::default();
         for ((day, user), new) in &self.users {
-            months
-                .entry((month_of(*day).0, user.clone()))
-                .or_default()
-                .merge(&new.totals);
+            for (spans, first) in [(&mut weeks, week_of(*day)), (&mut months, month_of(*day).0)] {
+                spans
+                    .entry((first, user.clone()))
+                    .or_default()
+                    .merge(&new.totals);
+            }
         }
-        for ((day, user), new) in self.users {
-            let week = match tx.rollup_user_day(tables, day, &user)? {
+        save_user_rows(tx, tables, Span::Day, self.users, |stored, new| {
+            let week = match stored {
                 Some((totals, detail)) => {
                     let mut stored = stored::user_of_json(&totals, &detail)?;
                     stored.merge(&new);
@@ -493,35 +498,25 @@ impl Rollups {
                 }
                 None => new,
             };
-            let (totals, detail) = (
-                stored::totals_json(&week.totals)?,
-                stored::detail_json(&week)?,
-            );
-            tx.put_rollup_user_day(
-                tables,
-                day,
-                &user,
-                &user_row(&week.totals, &totals, &detail),
-            )?;
-        }
-        for ((month, user), new) in months {
-            let totals = match tx.rollup_user_month(tables, month, &user)? {
-                Some(json) => {
-                    let mut stored = stored::totals_of_json(&json)?;
-                    stored.merge(&new);
-                    stored
-                }
-                None => new,
-            };
-            let json = stored::totals_json(&totals)?;
-            tx.put_rollup_user_month(tables, month, &user, &user_row(&totals, &json, ""))?;
+            OwnedUserRow::of(&week.totals, stored::detail_json(&week)?)
+        })?;
+        for (span, new) in [(Span::Week, weeks), (Span::Month, months)] {
+            save_user_rows(tx, tables, span, new, |stored, new| {
+                let totals = match stored {
+                    Some((json, _)) => {
+                        let mut stored = stored::totals_of_json(&json)?;
+                        stored.merge(&new);
+                        stored
+                    }
+                    None => new,
+                };
+                OwnedUserRow::of(&totals, String::new())
+            })?;
         }
         for ((day, app), jobs) in self.apps {
             tx.add_application_jobs(tables, day, &app, jobs)?;
         }
-        for c in self.critical {
-            tx.put_critical(tables, &c)?;
-        }
+        tx.put_criticals(tables, &self.critical)?;
         for (hour, h) in self.hours {
             tx.add_rollup_hour(tables, hour, &h)?;
         }
@@ -532,14 +527,62 @@ impl Rollups {
     }
 }
 
-/// A user's row of `totals` (`totals_json`: as JSON) and `detail`.
-fn user_row<'a>(totals: &Totals, totals_json: &'a str, detail: &'a str) -> UserRow<'a> {
-    UserRow {
-        jobs: totals.jobs as u64,
-        wall_ns: totals.wall_ns,
-        mpi_ns: totals.mpi_ns,
-        totals: totals_json,
-        detail,
+/// Add `new` (a user's rollups of `span` by the day number their rows start on, and the user)
+/// to the stored ones in `tables`: `merge` adds each to its stored row (totals and detail JSON,
+/// if there is one) and makes the row to store. One read and one write for all of them.
+fn save_user_rows<T>(
+    tx: &WriteTx<'_>,
+    tables: Tables,
+    span: Span,
+    new: BTreeMap<(u64, String), T>,
+    merge: impl Fn(Option<(String, String)>, T) -> Result<OwnedUserRow>,
+) -> Result<()> {
+    let keys: Vec<(u64, &str)> = new
+        .keys()
+        .map(|(first, user)| (*first, user.as_str()))
+        .collect();
+    let mut stored = tx.rollup_user_rows(tables, span, &keys)?;
+    let mut rows = Vec::with_capacity(new.len());
+    for ((first, user), new) in new {
+        let row = merge(stored.remove(&(first, user.clone())), new)?;
+        rows.push((first, user, row));
+    }
+    let rows: Vec<(u64, &str, UserRow<'_>)> = rows
+        .iter()
+        .map(|(first, user, row)| (*first, user.as_str(), row.as_row()))
+        .collect();
+    tx.put_rollup_user_rows(tables, span, &rows)?;
+    Ok(())
+}
+
+/// A user's row to store, its JSON made ([`UserRow`] borrows it).
+struct OwnedUserRow {
+    jobs: u64,
+    wall_ns: u64,
+    mpi_ns: u64,
+    totals: String,
+    detail: String,
+}
+
+impl OwnedUserRow {
+    fn of(totals: &Totals, detail: String) -> Result<OwnedUserRow> {
+        Ok(OwnedUserRow {
+            jobs: totals.jobs as u64,
+            wall_ns: totals.wall_ns,
+            mpi_ns: totals.mpi_ns,
+            totals: stored::totals_json(totals)?,
+            detail,
+        })
+    }
+
+    fn as_row(&self) -> UserRow<'_> {
+        UserRow {
+            jobs: self.jobs,
+            wall_ns: self.wall_ns,
+            mpi_ns: self.mpi_ns,
+            totals: &self.totals,
+            detail: &self.detail,
+        }
     }
 }
 
@@ -798,36 +841,50 @@ pub fn of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> Result<PeriodRollu
     Ok(PeriodRollups { site, users })
 }
 
-/// The days (numbers) of `[from_ms, to_ms)` as the rollups keep them, in time order: the days
-/// before its first whole calendar month, its whole months (by their first days), and the days
-/// after them; each a half-open range, empty when there are none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Spans {
-    days_before: (u64, u64),
-    months: (u64, u64),
-    days_after: (u64, u64),
+/// The days (numbers) of `[from_ms, to_ms)` as the users' rollups keep them, in time order:
+/// its whole calendar months (by their first days), the whole ISO weeks (by their Mondays)
+/// before and after them, and the days before and after those; each a half-open range, none
+/// empty.
+fn spans(from_ms: u64, to_ms: u64) -> Vec<(Span, (u64, u64))> {
+    let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
+    let (month, next) = month_of(from);
+    let first = if month == from { from } else { next };
+    let last = month_of(to).0;
+    let mut spans = Vec::new();
+    if first < last && to > from {
+        weeks_and_days(&mut spans, (from, first));
+        spans.push((Span::Month, (first, last)));
+        weeks_and_days(&mut spans, (last, to));
+    } else {
+        weeks_and_days(&mut spans, (from, to));
+    }
+    spans
 }
 
-impl Spans {
-    fn of(from_ms: u64, to_ms: u64) -> Spans {
-        let (from, to) = (from_ms / DAY_MS, to_ms.div_ceil(DAY_MS));
-        let (month, next) = month_of(from);
-        let first = if month == from { from } else { next };
-        let last = month_of(to).0;
-        if first < last && to > from {
-            Spans {
-                days_before: (from, first),
-                months: (first, last),
-                days_after: (last, to),
-            }
-        } else {
-            Spans {
-                days_before: (from, to),
-                months: (to, to),
-                days_after: (to, to),
-            }
+/// Add the days `[from, to)` to `spans` as their whole ISO weeks and the days around them.
+fn weeks_and_days(spans: &mut Vec<(Span, (u64, u64))>, (from, to): (u64, u64)) {
+    let first = week_of(from + 6).max(from);
+    let last = week_of(to);
+    let (days_before, weeks, days_after) = if first < last {
+        ((from, first), (first, last), (last, to))
+    } else {
+        ((from, to), (to, to), (to, to))
+    };
+    for (span, (a, b)) in [
+        (Span::Day, days_before),
+        (Span::Week, weeks),
+        (Span::Day, days_after),
+    ] {
+        if a < b {
+            spans.push((span, (a, b)));
         }
     }
+}
+
+/// The Monday (day number) of the ISO week of `day` (1970-01-01, day 0, was a Thursday; its
+/// first four days make a row of day 0, which no interval reads as a whole week).
+fn week_of(day: u64) -> u64 {
+    ((day + 3) / 7 * 7).saturating_sub(3)
 }
 
 /// The first day of the calendar month (UTC) of `day`, and of the next month (day numbers).
@@ -842,13 +899,12 @@ fn month_of(day: u64) -> (u64, u64) {
 }
 
 /// Every user's totals over `[from_ms, to_ms)`, from a row per user and month for its whole
-/// months and a row per user and day for the rest.
+/// months, one per user and week for its whole weeks, and one per user and day for the rest.
 pub fn users_of_period(
     db: &ReadStore,
     from_ms: u64,
     to_ms: u64,
 ) -> Result<BTreeMap<String, Totals>> {
-    let spans = Spans::of(from_ms, to_ms);
     let mut users: BTreeMap<String, Totals> = BTreeMap::new();
     let mut add = |user: &str, json: &str| -> mpistat_store::Result<()> {
         let totals = stored::totals_of_json(json)?;
@@ -860,18 +916,10 @@ pub fn users_of_period(
         }
         Ok(())
     };
-    for (months, (from, to)) in [
-        (false, spans.days_before),
-        (true, spans.months),
-        (false, spans.days_after),
-    ] {
-        if from >= to {
-            continue;
-        }
-        if months {
-            db.each_user_month_totals((from, to), &mut add)?;
-        } else {
-            db.each_user_day_totals((from, to), &mut add)?;
+    for (span, days) in spans(from_ms, to_ms) {
+        match span {
+            Span::Day => db.each_user_day_totals(days, &mut add)?,
+            Span::Week | Span::Month => db.each_user_span_totals(span, days, &mut add)?,
         }
     }
     Ok(users)
@@ -902,8 +950,7 @@ pub fn user_of_period(
 
 /// Jobs, CPU time, MPI time and users of `[from_ms, to_ms)` from the rollups' columns.
 pub fn totals_of_period(db: &ReadStore, from_ms: u64, to_ms: u64) -> Result<PeriodTotals> {
-    let spans = Spans::of(from_ms, to_ms);
-    Ok(db.totals_of_spans(spans.days_before, spans.months, spans.days_after)?)
+    Ok(db.totals_of_spans(&spans(from_ms, to_ms))?)
 }
 
 /// Call `f` with each stored sum of `dimension` in the hours `[from_hour, to_hour)`: its hour,
@@ -964,42 +1011,66 @@ mod tests {
         crate::week::days_since_epoch(date) as u64
     }
 
-    fn spans(from: &str, to: &str) -> Spans {
-        Spans::of(day(from) * DAY_MS, day(to) * DAY_MS)
+    fn spans_of(from: &str, to: &str) -> Vec<(Span, (u64, u64))> {
+        spans(day(from) * DAY_MS, day(to) * DAY_MS)
     }
 
     #[test]
     fn a_month_is_one_span_of_months() {
         assert_eq!(
-            spans("2026-11-01", "2026-12-01"),
-            Spans {
-                days_before: (day("2026-11-01"), day("2026-11-01")),
-                months: (day("2026-11-01"), day("2026-12-01")),
-                days_after: (day("2026-12-01"), day("2026-12-01")),
-            }
+            spans_of("2026-11-01", "2026-12-01"),
+            [(Span::Month, (day("2026-11-01"), day("2026-12-01")))]
         );
     }
 
     #[test]
-    fn days_around_whole_months_are_days() {
+    fn weeks_and_days_around_whole_months() {
+        // Friday 2026-10-30 to Sunday 2027-01-03: the weekend before November, November and
+        // December, then Friday to Sunday; 2026-10-26..11-02 is no whole week of the interval.
         assert_eq!(
-            spans("2026-10-30", "2027-01-03"),
-            Spans {
-                days_before: (day("2026-10-30"), day("2026-11-01")),
-                months: (day("2026-11-01"), day("2027-01-01")),
-                days_after: (day("2027-01-01"), day("2027-01-03")),
-            }
+            spans_of("2026-10-30", "2027-01-03"),
+            [
+                (Span::Day, (day("2026-10-30"), day("2026-11-01"))),
+                (Span::Month, (day("2026-11-01"), day("2027-01-01"))),
+                (Span::Day, (day("2027-01-01"), day("2027-01-03"))),
+            ]
+        );
+        // Tuesday 2026-09-15 to Wednesday 2027-01-20.
+        assert_eq!(
+            spans_of("2026-09-15", "2027-01-20"),
+            [
+                (Span::Day, (day("2026-09-15"), day("2026-09-21"))),
+                (Span::Week, (day("2026-09-21"), day("2026-09-28"))),
+                (Span::Day, (day("2026-09-28"), day("2026-10-01"))),
+                (Span::Month, (day("2026-10-01"), day("2027-01-01"))),
+                (Span::Day, (day("2027-01-01"), day("2027-01-04"))),
+                (Span::Week, (day("2027-01-04"), day("2027-01-18"))),
+                (Span::Day, (day("2027-01-18"), day("2027-01-20"))),
+            ]
         );
     }
 
     #[test]
-    fn a_week_is_days() {
-        for (from, to) in [("2026-11-16", "2026-11-23"), ("2026-11-28", "2026-12-05")] {
-            let s = spans(from, to);
-            assert_eq!(s.days_before, (day(from), day(to)));
-            assert_eq!(s.months.0, s.months.1);
-            assert_eq!(s.days_after.0, s.days_after.1);
+    fn an_iso_week_is_one_span_of_a_week() {
+        // W47, and W48 across the end of November.
+        for (from, to) in [("2026-11-16", "2026-11-23"), ("2026-11-30", "2026-12-07")] {
+            assert_eq!(spans_of(from, to), [(Span::Week, (day(from), day(to)))]);
         }
+        // Saturday to Saturday: days only.
+        assert_eq!(
+            spans_of("2026-11-28", "2026-12-05"),
+            [(Span::Day, (day("2026-11-28"), day("2026-12-05")))]
+        );
+    }
+
+    #[test]
+    fn the_monday_of_a_day() {
+        assert_eq!(week_of(0), 0);
+        assert_eq!(week_of(4), day("1970-01-05"));
+        for date in ["2026-11-16", "2026-11-19", "2026-11-22"] {
+            assert_eq!(week_of(day(date)), day("2026-11-16"), "{date}");
+        }
+        assert_eq!(week_of(day("2026-11-23")), day("2026-11-23"));
     }
 
     #[test]

@@ -137,8 +137,7 @@ fn store(
 ) -> Result<(), crate::Error> {
     // Whether each job was new.
     let mut new = Vec::with_capacity(jobs.len());
-    for job in jobs {
-        let inserted = tx.insert_job(job)?;
+    for inserted in tx.insert_jobs(jobs)? {
         if let Inserted::Collision(rejected) = &inserted {
             tx.insert_rejected(rejected)?;
             written.rejected += 1;

@@ -137,8 +137,41 @@ fn legend(root: &DrawingArea<BitMapBackend, plotters::coord::Shift>) -> DrawResu
     mpistat_render::plot::legend(root, &items, 118, 8)
 }
 
-/// A 0..100 % axis with a grey tick per user of the week and a black bar for this user.
+/// A 0..100 % axis with a grey tick per user of the week and a black bar for this user. The
+/// ticks that fall on the same pixel columns are drawn once ([`distinct_ticks`]): the same
+/// picture, at a cost that no longer grows with the users (10,000 users' ticks are a few hundred
+/// distinct ones, and every user's mail drew all of them: 45 % of the mails' time).
 pub fn mpi_share_strip(d: &UserDigest) -> Vec<u8> {
+    share_strip(d.mpi_percent, |to_pixels| {
+        distinct_ticks(&d.site_mpi_percents, to_pixels)
+    })
+}
+
+/// A share's tick on the strip: 0.3 % wide, the middle 60 % of its height.
+fn tick(share: f64) -> [(f64, f64); 2] {
+    let p = share.clamp(0.0, 100.0);
+    [(p - 0.15, 0.2), (p + 0.15, 0.8)]
+}
+
+/// One of `shares` for each distinct pair of pixel columns their ticks span (`to_pixels`: a
+/// point's pixel column): the ticks are all alike and opaque, so drawing these draws every pixel
+/// that drawing them all would.
+fn distinct_ticks(shares: &[f64], to_pixels: &dyn Fn((f64, f64)) -> i32) -> Vec<f64> {
+    let mut ticks: Vec<((i32, i32), f64)> = shares
+        .iter()
+        .map(|&share| {
+            let [left, right] = tick(share);
+            ((to_pixels(left), to_pixels(right)), share)
+        })
+        .collect();
+    ticks.sort_unstable_by_key(|(columns, _)| *columns);
+    ticks.dedup_by_key(|(columns, _)| *columns);
+    ticks.into_iter().map(|(_, share)| share).collect()
+}
+
+/// The strip with a tick for each share `ticks` returns (given a point's pixel column) and
+/// `you`'s bar.
+fn share_strip(you: f64, ticks: impl FnOnce(&dyn Fn((f64, f64)) -> i32) -> Vec<f64>) -> Vec<u8> {
     png(64, |root| {
         let mut chart = ChartBuilder::on(root)
             .margin_left(10)
@@ -156,15 +189,45 @@ pub fn mpi_share_strip(d: &UserDigest) -> Vec<u8> {
             .label_style((FONT, 12))
             .draw()?;
         let grey = RGBColor(150, 150, 150);
-        chart.draw_series(d.site_mpi_percents.iter().map(|p| {
-            let p = p.clamp(0.0, 100.0);
-            Rectangle::new([(p - 0.15, 0.2), (p + 0.15, 0.8)], grey.filled())
-        }))?;
-        let you = d.mpi_percent.clamp(0.0, 100.0);
+        let shares = ticks(&|point| chart.backend_coord(&point).0);
+        chart.draw_series(
+            shares
+                .into_iter()
+                .map(|share| Rectangle::new(tick(share), grey.filled())),
+        )?;
+        let you = you.clamp(0.0, 100.0);
         chart.draw_series(std::iter::once(Rectangle::new(
             [(you - 0.4, 0.0), (you + 0.4, 1.0)],
             BLACK.filled(),
         )))?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The strip of 10,000 users' shares (some alike, some out of range) drawn from its distinct
+    /// ticks is, byte for byte, the strip with every user's tick, and draws at most one tick
+    /// per pair of pixel columns it can span (a tick is one or two pixels wide).
+    #[test]
+    fn the_strip_of_distinct_ticks_is_the_strip_of_all() {
+        let shares: Vec<f64> = (0..10_000u64)
+            .map(|i| (i * 7_919 % 10_007) as f64 / 97.0 - 1.5)
+            .chain([f64::NAN, 250.0, -3.0, 42.0, 42.0])
+            .collect();
+        let mut drawn = 0;
+        let binned = share_strip(42.0, |to_pixels| {
+            let distinct = distinct_ticks(&shares, to_pixels);
+            drawn = distinct.len();
+            distinct
+        });
+        let all = share_strip(42.0, |_| shares.clone());
+        assert!(binned == all, "the pictures differ");
+        assert!(
+            0 < drawn && drawn <= 2 * WIDTH as usize,
+            "{drawn} ticks drawn"
+        );
+    }
 }

@@ -110,6 +110,16 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL session, for what only PostgreSQL has (statements of arrays).
+    pub(crate) fn pg_session(&self) -> Result<&Postgres> {
+        match self {
+            Db::Postgres(pg) => Ok(pg),
+            Db::Sqlite(_) => Err(Error::Sql(
+                "a SQLite database, where a PostgreSQL one is needed".into(),
+            )),
+        }
+    }
+
     /// The SQLite connection, for what only SQLite has (its pragmas, its catalogue, its file).
     pub(crate) fn sqlite_conn(&self) -> Result<&Connection> {
         match self {
@@ -280,7 +290,13 @@ impl Db {
             (Dialect::Sqlite, Begin::Immediate) => "BEGIN IMMEDIATE",
             (Dialect::Sqlite, _) => "BEGIN DEFERRED",
             (Dialect::Postgres, Begin::Snapshot) => "BEGIN ISOLATION LEVEL REPEATABLE READ",
-            (Dialect::Postgres, _) => "BEGIN",
+            // SQLite's write lock, held to the commit (the key is "mpiwrite" in ASCII): writers
+            // read rollup rows and write them back added to, which two at once under READ
+            // COMMITTED would each overwrite.
+            (Dialect::Postgres, Begin::Immediate) => {
+                "BEGIN; SELECT pg_advisory_xact_lock(7885918909267276901)"
+            }
+            (Dialect::Postgres, Begin::Deferred) => "BEGIN",
         };
         self.batch(sql)?;
         self.note_transaction(true);
@@ -364,15 +380,25 @@ impl Postgres {
         call(&mut self.client.borrow_mut(), &statement, &params).map_err(pg_error)
     }
 
-    /// The prepared statement of `sql` (SQLite's text: placeholders become `$n`) and `params`
-    /// as the types it takes.
-    fn bind(
+    /// The rows of `sql` (SQLite's text, as everywhere) with parameters of PostgreSQL's own
+    /// types: arrays, which a statement `unnest`s into rows, so that many rows go in one round
+    /// trip where [`Db::execute`] takes one each.
+    pub(crate) fn query_arrays(
         &self,
         sql: &str,
-        params: &[&dyn ToSql],
-    ) -> Result<(postgres::Statement, Vec<Box<dyn PgToSql + Sync>>)> {
+        params: &[&(dyn PgToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>> {
+        let statement = self.statement(sql)?;
+        self.client
+            .borrow_mut()
+            .query(&statement, params)
+            .map_err(pg_error)
+    }
+
+    /// The prepared statement of `sql` (SQLite's text: placeholders become `$n`), prepared once.
+    fn statement(&self, sql: &str) -> Result<postgres::Statement> {
         let cached = self.statements.borrow().get(sql).cloned();
-        let statement = match cached {
+        Ok(match cached {
             Some(statement) => statement,
             None => {
                 let statement = self
@@ -385,7 +411,17 @@ impl Postgres {
                     .insert(sql.to_owned(), statement.clone());
                 statement
             }
-        };
+        })
+    }
+
+    /// The prepared statement of `sql` (SQLite's text: placeholders become `$n`) and `params`
+    /// as the types it takes.
+    fn bind(
+        &self,
+        sql: &str,
+        params: &[&dyn ToSql],
+    ) -> Result<(postgres::Statement, Vec<Box<dyn PgToSql + Sync>>)> {
+        let statement = self.statement(sql)?;
         let params = params
             .iter()
             .zip(statement.params())

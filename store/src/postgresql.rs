@@ -231,6 +231,21 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE rollup_user_months ALTER COLUMN wall_ns TYPE DOUBLE PRECISION,
         ALTER COLUMN mpi_ns TYPE DOUBLE PRECISION;
 "#,
+    // SQLite's: each user's totals per ISO week (by the day number of its Monday), rebuilt
+    // from the records when the database has jobs.
+    r#"
+    CREATE TABLE rollup_user_weeks (
+        week BIGINT NOT NULL,
+        "user" TEXT COLLATE "C" NOT NULL,
+        jobs BIGINT NOT NULL,
+        wall_ns DOUBLE PRECISION NOT NULL,
+        mpi_ns DOUBLE PRECISION NOT NULL,
+        totals TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (week, "user")
+    );
+    INSERT INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs)
+        ON CONFLICT DO NOTHING;
+"#,
 ];
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that

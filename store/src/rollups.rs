@@ -1,7 +1,8 @@
 //! The rollup tables (the digest's `rollup` makes and reads their figures; these are its
 //! statements): the site's sums per UTC day (`rollup_days`: JSON), each user's per day
 //! (`rollup_users`: totals and detail as JSON, the job count and times as columns) and per
-//! calendar month (`rollup_user_months`: by the day number of the month's first day), the jobs
+//! calendar month (`rollup_user_months`: by the day number of the month's first day) and per ISO
+//! week (`rollup_user_weeks`: by the day number of its Monday), the jobs
 //! per day and application (`rollup_apps`), the critical jobs (`critical_jobs`) and the
 //! rebuild's state (`rollup_state`). A rebuild fills tables of the same shape named
 //! `rebuilt_<table>` and swaps them in ([`WriteTx::swap_in_rebuilt`]).
@@ -9,12 +10,14 @@
 use crate::db::{Db, Dialect};
 use crate::{CriticalEntry, JobOrder, PeriodTotals, ReadStore, Result, WriteTx};
 use rusqlite::params;
+use std::collections::HashMap;
 
 /// The rollup tables.
-const TABLES: [&str; 7] = [
+const TABLES: [&str; 8] = [
     "rollup_days",
     "rollup_users",
     "rollup_user_months",
+    "rollup_user_weeks",
     "rollup_apps",
     "critical_jobs",
     "rollup_hours",
@@ -64,7 +67,28 @@ impl Tables {
     }
 }
 
-/// A user's rollup of a day (or month: `detail` unused) as stored: the totals' job count and
+/// What a row of a user's rollups spans: a UTC day (`rollup_users`), an ISO week
+/// (`rollup_user_weeks`, by the day number of its Monday) or a calendar month
+/// (`rollup_user_months`, by the day number of its first day).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    Day,
+    Week,
+    Month,
+}
+
+impl Span {
+    /// Its table and the column of the day number its rows start on.
+    fn table(self) -> (&'static str, &'static str) {
+        match self {
+            Span::Day => ("rollup_users", "day"),
+            Span::Week => ("rollup_user_weeks", "week"),
+            Span::Month => ("rollup_user_months", "month"),
+        }
+    }
+}
+
+/// A user's rollup of a day (or of a week or month: `detail` unused) as stored: the totals' job count and
 /// times as columns, the totals and the rest as their owner's JSON.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UserRow<'a> {
@@ -81,6 +105,16 @@ pub struct UserRow<'a> {
 /// row's JSON. Readers add these columns with `total()`, a real number too.
 fn sql_ns(ns: u64) -> f64 {
     ns as f64
+}
+
+/// `numbers` as PostgreSQL's BIGINTs, for a statement of many rows
+/// ([`crate::db::Postgres::query_arrays`]): `None` on SQLite, or when one is past BIGINT (then
+/// the statements of one row each refuse it, as before).
+fn pg_bigints(db: &Db, numbers: impl Iterator<Item = u64>) -> Option<Vec<i64>> {
+    match db {
+        Db::Postgres(_) => numbers.map(|n| i64::try_from(n).ok()).collect(),
+        Db::Sqlite(_) => None,
+    }
 }
 
 /// Up to this many critical jobs in an interval are sorted by CPU time as read; more are read
@@ -179,17 +213,21 @@ impl ReadStore {
         )
     }
 
-    /// Each user's totals (user, JSON) of each month of `[from, to)` (by the day numbers of
-    /// their first days), in month order.
-    pub fn each_user_month_totals(
+    /// Each user's totals (user, JSON) of each week or month (`span`) of `[from, to)` (by the
+    /// day numbers of their first days), in time order.
+    pub fn each_user_span_totals(
         &self,
-        months: (u64, u64),
+        span: Span,
+        (from, to): (u64, u64),
         each: impl FnMut(&str, &str) -> Result<()>,
     ) -> Result<()> {
+        let (table, column) = span.table();
         self.each_user_totals(
-            r#"SELECT "user", totals FROM rollup_user_months WHERE month >= ?1 AND month < ?2
-             ORDER BY month"#,
-            months,
+            &format!(
+                r#"SELECT "user", totals FROM {table} WHERE {column} >= ?1 AND {column} < ?2
+                 ORDER BY {column}"#
+            ),
+            (from, to),
             each,
         )
     }
@@ -220,49 +258,47 @@ impl ReadStore {
         )
     }
 
-    /// Jobs, CPU time, MPI time and users from the users' rollup columns of the days
-    /// `days_before`, the months `months` and the days `days_after` (half-open ranges of day
-    /// numbers).
-    pub fn totals_of_spans(
-        &self,
-        days_before: (u64, u64),
-        months: (u64, u64),
-        days_after: (u64, u64),
-    ) -> Result<PeriodTotals> {
+    /// Jobs, CPU time, MPI time and users from the users' rollup columns of `spans`: each a
+    /// kind of row and a half-open range of day numbers (of the first days of weeks or months).
+    pub fn totals_of_spans(&self, spans: &[(Span, (u64, u64))]) -> Result<PeriodTotals> {
         let dialect = self.db.dialect();
+        let selects: Vec<String> = spans
+            .iter()
+            .enumerate()
+            .map(|(i, (span, _))| {
+                let (table, column) = span.table();
+                format!(
+                    r#"SELECT "user", jobs, wall_ns, mpi_ns FROM {table}
+                     WHERE {column} >= ?{} AND {column} < ?{}"#,
+                    2 * i + 1,
+                    2 * i + 2
+                )
+            })
+            .collect();
+        if selects.is_empty() {
+            return Ok(PeriodTotals::default());
+        }
         let sql = format!(
-            r#"SELECT {}, {}, {}, count(DISTINCT "user") FROM (
-                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_users
-                 WHERE day >= ?1 AND day < ?2
-                 UNION ALL
-                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_user_months
-                 WHERE month >= ?3 AND month < ?4
-                 UNION ALL
-                 SELECT "user", jobs, wall_ns, mpi_ns FROM rollup_users
-                 WHERE day >= ?5 AND day < ?6) AS spans"#,
+            r#"SELECT {}, {}, {}, count(DISTINCT "user") FROM ({}) AS spans"#,
             total(dialect, "jobs"),
             total(dialect, "wall_ns"),
-            total(dialect, "mpi_ns")
+            total(dialect, "mpi_ns"),
+            selects.join(" UNION ALL ")
         );
-        self.db.query_one(
-            &sql,
-            params![
-                days_before.0,
-                days_before.1,
-                months.0,
-                months.1,
-                days_after.0,
-                days_after.1
-            ],
-            |row| {
-                Ok(PeriodTotals {
-                    jobs: row.get::<f64>(0)? as u64,
-                    wall_ns: row.get::<f64>(1)? as u64,
-                    mpi_ns: row.get::<f64>(2)? as u64,
-                    users: row.get(3)?,
-                })
-            },
-        )
+        let bounds: Vec<u64> = spans
+            .iter()
+            .flat_map(|(_, (from, to))| [*from, *to])
+            .collect();
+        let params: Vec<&dyn rusqlite::ToSql> =
+            bounds.iter().map(|b| b as &dyn rusqlite::ToSql).collect();
+        self.db.query_one(&sql, &params, |row| {
+            Ok(PeriodTotals {
+                jobs: row.get::<f64>(0)? as u64,
+                wall_ns: row.get::<f64>(1)? as u64,
+                mpi_ns: row.get::<f64>(2)? as u64,
+                users: row.get(3)?,
+            })
+        })
     }
 
     /// The jobs counted in the users' monthly rollups (all of them).
@@ -491,40 +527,46 @@ impl WriteTx<'_> {
         Ok(())
     }
 
-    /// The stored totals (JSON) of `user` in the month starting on day `month` in `tables`.
-    pub fn rollup_user_month(
+    /// The stored totals (JSON) of `user` in the week or month (`span`, not [`Span::Day`])
+    /// starting on day `first` in `tables`.
+    pub fn rollup_user_span(
         &self,
         tables: Tables,
-        month: u64,
+        span: Span,
+        first: u64,
         user: &str,
     ) -> Result<Option<String>> {
-        let months = tables.name("rollup_user_months");
+        let (table, column) = span.table();
+        let table = tables.name(table);
         self.db.query_opt(
-            &format!(r#"SELECT totals FROM {months} WHERE month = ?1 AND "user" = ?2"#),
-            params![month, user],
+            &format!(r#"SELECT totals FROM {table} WHERE {column} = ?1 AND "user" = ?2"#),
+            params![first, user],
             |row| row.get(0),
         )
     }
 
-    /// Store `user`'s totals of a month (`row.detail` is not kept).
-    pub fn put_rollup_user_month(
+    /// Store `user`'s totals of a week or month (`span`, not [`Span::Day`]; `row.detail` is
+    /// not kept).
+    pub fn put_rollup_user_span(
         &self,
         tables: Tables,
-        month: u64,
+        span: Span,
+        first: u64,
         user: &str,
         row: &UserRow<'_>,
     ) -> Result<()> {
-        let months = tables.name("rollup_user_months");
+        let (table, column) = span.table();
+        let table = tables.name(table);
         self.db.execute(
             &format!(
-                r#"INSERT INTO {months} (month, "user", jobs, wall_ns, mpi_ns, totals)
+                r#"INSERT INTO {table} ({column}, "user", jobs, wall_ns, mpi_ns, totals)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (month, "user") DO UPDATE SET jobs = excluded.jobs,
+                 ON CONFLICT ({column}, "user") DO UPDATE SET jobs = excluded.jobs,
                      wall_ns = excluded.wall_ns, mpi_ns = excluded.mpi_ns,
                      totals = excluded.totals"#
             ),
             params![
-                month,
+                first,
                 user,
                 row.jobs,
                 sql_ns(row.wall_ns),
@@ -532,6 +574,102 @@ impl WriteTx<'_> {
                 row.totals
             ],
         )?;
+        Ok(())
+    }
+
+    /// The stored rollups of `span` in `tables` of each of `keys` (the day number its row starts
+    /// on, and the user) that has one: totals and detail (JSON; no detail for weeks and
+    /// months). On PostgreSQL in one round trip.
+    pub fn rollup_user_rows(
+        &self,
+        tables: Tables,
+        span: Span,
+        keys: &[(u64, &str)],
+    ) -> Result<HashMap<(u64, String), (String, String)>> {
+        let Some(firsts) = pg_bigints(self.db, keys.iter().map(|(first, _)| *first)) else {
+            let mut rows = HashMap::new();
+            for &(first, user) in keys {
+                let row = match span {
+                    Span::Day => self.rollup_user_day(tables, first, user)?,
+                    Span::Week | Span::Month => self
+                        .rollup_user_span(tables, span, first, user)?
+                        .map(|totals| (totals, String::new())),
+                };
+                if let Some(row) = row {
+                    rows.insert((first, user.to_string()), row);
+                }
+            }
+            return Ok(rows);
+        };
+        let (table, column) = span.table();
+        let table = tables.name(table);
+        let detail = if span == Span::Day { "t.detail" } else { "''" };
+        let users: Vec<&str> = keys.iter().map(|(_, user)| *user).collect();
+        let sql = format!(
+            r#"SELECT t.{column}, t."user", t.totals, {detail} FROM {table} AS t
+             JOIN unnest(?1::BIGINT[], ?2::TEXT[]) AS k (first, "user")
+             ON t.{column} = k.first AND t."user" = k."user""#
+        );
+        let mut rows = HashMap::new();
+        let params: [&(dyn postgres::types::ToSql + Sync); 2] = [&firsts, &users];
+        for row in self.db.pg_session()?.query_arrays(&sql, &params)? {
+            let first: i64 = row.get(0);
+            rows.insert((first as u64, row.get(1)), (row.get(2), row.get(3)));
+        }
+        Ok(rows)
+    }
+
+    /// Store users' rollups of `span` in `tables` (the day number each row starts on, the user,
+    /// the row; `detail` is kept for days only; each key once). On PostgreSQL in one round trip.
+    pub fn put_rollup_user_rows(
+        &self,
+        tables: Tables,
+        span: Span,
+        rows: &[(u64, &str, UserRow<'_>)],
+    ) -> Result<()> {
+        let (firsts, jobs) = match (
+            pg_bigints(self.db, rows.iter().map(|(first, _, _)| *first)),
+            pg_bigints(self.db, rows.iter().map(|(_, _, row)| row.jobs)),
+        ) {
+            (Some(firsts), Some(jobs)) => (firsts, jobs),
+            _ => {
+                for (first, user, row) in rows {
+                    match span {
+                        Span::Day => self.put_rollup_user_day(tables, *first, user, row)?,
+                        Span::Week | Span::Month => {
+                            self.put_rollup_user_span(tables, span, *first, user, row)?
+                        }
+                    }
+                }
+                return Ok(());
+            }
+        };
+        let (table, column) = span.table();
+        let table = tables.name(table);
+        let (detail_column, detail_param, detail_set) = if span == Span::Day {
+            (", detail", ", ?7::TEXT[]", ", detail = excluded.detail")
+        } else {
+            ("", "", "")
+        };
+        let sql = format!(
+            r#"INSERT INTO {table} ({column}, "user", jobs, wall_ns, mpi_ns, totals{detail_column})
+             SELECT * FROM unnest(?1::BIGINT[], ?2::TEXT[], ?3::BIGINT[],
+                 ?4::DOUBLE PRECISION[], ?5::DOUBLE PRECISION[], ?6::TEXT[]{detail_param})
+             ON CONFLICT ({column}, "user") DO UPDATE SET jobs = excluded.jobs,
+                 wall_ns = excluded.wall_ns, mpi_ns = excluded.mpi_ns,
+                 totals = excluded.totals{detail_set}"#
+        );
+        let users: Vec<&str> = rows.iter().map(|(_, user, _)| *user).collect();
+        let wall: Vec<f64> = rows.iter().map(|(_, _, row)| sql_ns(row.wall_ns)).collect();
+        let mpi: Vec<f64> = rows.iter().map(|(_, _, row)| sql_ns(row.mpi_ns)).collect();
+        let totals: Vec<&str> = rows.iter().map(|(_, _, row)| row.totals).collect();
+        let details: Vec<&str> = rows.iter().map(|(_, _, row)| row.detail).collect();
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            vec![&firsts, &users, &jobs, &wall, &mpi, &totals];
+        if span == Span::Day {
+            params.push(&details);
+        }
+        self.db.pg_session()?.query_arrays(&sql, &params)?;
         Ok(())
     }
 
@@ -602,6 +740,42 @@ impl WriteTx<'_> {
             ),
             params![dimension, hour, name, sums.jobs, sums.wall_ns, sums.mpi_ns],
         )?;
+        Ok(())
+    }
+
+    /// Put each of `entries` on the critical list of `tables` (of a job there twice, the last);
+    /// on PostgreSQL in one round trip.
+    pub fn put_criticals(&self, tables: Tables, entries: &[CriticalEntry]) -> Result<()> {
+        let (Some(ends), Some(walls)) = (
+            pg_bigints(self.db, entries.iter().map(|c| c.end_ms)),
+            pg_bigints(self.db, entries.iter().map(|c| c.wall_ns)),
+        ) else {
+            return entries
+                .iter()
+                .try_for_each(|c| self.put_critical(tables, c));
+        };
+        // One row a job: a statement's upsert may not change a row twice.
+        let mut last: HashMap<(i64, &str), usize> = HashMap::new();
+        for (i, c) in entries.iter().enumerate() {
+            last.insert((ends[i], c.key.as_str()), i);
+        }
+        let mut kept: Vec<usize> = last.into_values().collect();
+        kept.sort_unstable();
+        let critical = tables.name("critical_jobs");
+        let sql = format!(
+            r#"INSERT INTO {critical} (end_ms, key, "user", wall_ns, reasons)
+             SELECT * FROM unnest(?1::BIGINT[], ?2::TEXT[], ?3::TEXT[], ?4::BIGINT[], ?5::TEXT[])
+             ON CONFLICT (end_ms, key) DO UPDATE SET "user" = excluded."user",
+                 wall_ns = excluded.wall_ns, reasons = excluded.reasons"#
+        );
+        let ends: Vec<i64> = kept.iter().map(|&i| ends[i]).collect();
+        let keys: Vec<&str> = kept.iter().map(|&i| entries[i].key.as_str()).collect();
+        let users: Vec<&str> = kept.iter().map(|&i| entries[i].user.as_str()).collect();
+        let walls: Vec<i64> = kept.iter().map(|&i| walls[i]).collect();
+        let reasons: Vec<&str> = kept.iter().map(|&i| entries[i].reasons.as_str()).collect();
+        let params: [&(dyn postgres::types::ToSql + Sync); 5] =
+            [&ends, &keys, &users, &walls, &reasons];
+        self.db.pg_session()?.query_arrays(&sql, &params)?;
         Ok(())
     }
 

@@ -11,6 +11,7 @@ use crate::{
 use mpistat_record::model::stored_key;
 use mpistat_record::{AnalysisRecord, JobIndex};
 use rusqlite::{params, Connection, OpenFlags};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -461,6 +462,164 @@ macro_rules! insert_job {
 const INSERT_JOB: &str = insert_job!();
 const INSERT_JOB_RETURNING_ID: &str = concat!(insert_job!(), " RETURNING id");
 
+/// PostgreSQL's [`INSERT_JOB`] of many jobs: a column's values in an array each, in the order
+/// of [`JobColumns::params`]; the new rows' ids, ends and keys come back.
+const INSERT_JOBS_UNNEST: &str = r#"INSERT INTO jobs (key, uid, "user", job_id, exe, ranks,
+         start_ms, end_ms, wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
+         wall_ns_max, critical_path_ns, work_sum_ns, traced, app, origin)
+     SELECT key, uid, "user", job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, mpi_ns_sum,
+         partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, work_sum_ns,
+         traced, app, origin
+     FROM unnest(?1::TEXT[], ?2::BIGINT[], ?3::TEXT[], ?4::TEXT[], ?5::TEXT[], ?6::BIGINT[],
+         ?7::BIGINT[], ?8::BIGINT[], ?9::BIGINT[], ?10::BIGINT[], ?11::TEXT[], ?12::BYTEA[],
+         ?13::BIGINT[], ?14::TEXT[], ?15::BIGINT[], ?16::BIGINT[], ?17::BIGINT[], ?18::BIGINT[],
+         ?19::TEXT[], ?20::TEXT[], ?21::TEXT[])
+         WITH ORDINALITY AS new (key, uid, "user", job_id, exe, ranks, start_ms, end_ms,
+             wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max,
+             critical_path_ns, work_sum_ns, traced, app, origin, n)
+     ORDER BY n
+     ON CONFLICT DO NOTHING
+     RETURNING id, end_ms, key"#;
+
+/// PostgreSQL's escalation queue entries of many new jobs, as [`EscalationColumns::params`].
+const QUEUE_UNNEST: &str = "INSERT INTO escalation_queue (id, uid, app, traced)
+     SELECT * FROM unnest(?1::BIGINT[], ?2::BIGINT[], ?3::TEXT[], ?4::BIGINT[])
+     ON CONFLICT DO NOTHING";
+
+/// Jobs' columns as [`INSERT_JOBS_UNNEST`] takes them.
+struct JobColumns<'a> {
+    key: Vec<&'a str>,
+    uid: Vec<i64>,
+    user: Vec<&'a str>,
+    job_id: Vec<&'a str>,
+    exe: Vec<&'a str>,
+    ranks: Vec<i64>,
+    start_ms: Vec<i64>,
+    end_ms: Vec<i64>,
+    wall_ns_sum: Vec<i64>,
+    mpi_ns_sum: Vec<i64>,
+    partial: Vec<Option<&'a str>>,
+    record: Vec<&'a [u8]>,
+    model_version: Vec<i64>,
+    host: Vec<&'a str>,
+    pid: Vec<i64>,
+    wall_ns_max: Vec<i64>,
+    critical_path_ns: Vec<Option<i64>>,
+    work_sum_ns: Vec<Option<i64>>,
+    traced: Vec<Option<&'a str>>,
+    app: Vec<Option<&'a str>>,
+    origin: Vec<Option<&'a str>>,
+}
+
+impl<'a> JobColumns<'a> {
+    /// The columns of `jobs`, unless a number is past BIGINT.
+    fn of(jobs: &'a [JobRow]) -> Option<JobColumns<'a>> {
+        let big = |n: u64| i64::try_from(n).ok();
+        let mut c = JobColumns {
+            key: Vec::with_capacity(jobs.len()),
+            uid: Vec::with_capacity(jobs.len()),
+            user: Vec::with_capacity(jobs.len()),
+            job_id: Vec::with_capacity(jobs.len()),
+            exe: Vec::with_capacity(jobs.len()),
+            ranks: Vec::with_capacity(jobs.len()),
+            start_ms: Vec::with_capacity(jobs.len()),
+            end_ms: Vec::with_capacity(jobs.len()),
+            wall_ns_sum: Vec::with_capacity(jobs.len()),
+            mpi_ns_sum: Vec::with_capacity(jobs.len()),
+            partial: Vec::with_capacity(jobs.len()),
+            record: Vec::with_capacity(jobs.len()),
+            model_version: Vec::with_capacity(jobs.len()),
+            host: Vec::with_capacity(jobs.len()),
+            pid: Vec::with_capacity(jobs.len()),
+            wall_ns_max: Vec::with_capacity(jobs.len()),
+            critical_path_ns: Vec::with_capacity(jobs.len()),
+            work_sum_ns: Vec::with_capacity(jobs.len()),
+            traced: Vec::with_capacity(jobs.len()),
+            app: Vec::with_capacity(jobs.len()),
+            origin: Vec::with_capacity(jobs.len()),
+        };
+        for job in jobs {
+            let index = &job.index;
+            let imbalance = index.imbalance.as_ref();
+            c.key.push(&job.key);
+            c.uid.push(index.uid.into());
+            c.user.push(&index.user);
+            c.job_id.push(&index.job_id);
+            c.exe.push(&index.exe);
+            c.ranks.push(index.ranks.into());
+            c.start_ms.push(big(index.start_unix_ms)?);
+            c.end_ms.push(big(index.end_unix_ms)?);
+            c.wall_ns_sum.push(big(index.wall_ns_sum)?);
+            c.mpi_ns_sum.push(big(index.mpi_ns_sum)?);
+            c.partial.push(index.partial.as_deref());
+            c.record.push(&job.deflated);
+            c.model_version.push(index.version.into());
+            c.host.push(&index.host);
+            c.pid.push(index.pid.into());
+            c.wall_ns_max.push(big(index.wall_ns_max)?);
+            let (critical_path_ns, work_sum_ns) = match imbalance {
+                Some(i) => (Some(big(i.critical_path_ns)?), Some(big(i.work_sum_ns)?)),
+                None => (None, None),
+            };
+            c.critical_path_ns.push(critical_path_ns);
+            c.work_sum_ns.push(work_sum_ns);
+            c.traced.push(index.traced.as_deref());
+            c.app
+                .push((!index.app.is_empty()).then_some(index.app.as_str()));
+            c.origin.push(job.origin.as_deref());
+        }
+        Some(c)
+    }
+
+    fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 21] {
+        [
+            &self.key,
+            &self.uid,
+            &self.user,
+            &self.job_id,
+            &self.exe,
+            &self.ranks,
+            &self.start_ms,
+            &self.end_ms,
+            &self.wall_ns_sum,
+            &self.mpi_ns_sum,
+            &self.partial,
+            &self.record,
+            &self.model_version,
+            &self.host,
+            &self.pid,
+            &self.wall_ns_max,
+            &self.critical_path_ns,
+            &self.work_sum_ns,
+            &self.traced,
+            &self.app,
+            &self.origin,
+        ]
+    }
+}
+
+/// New jobs' escalation queue entries as [`QUEUE_UNNEST`] takes them.
+#[derive(Default)]
+struct EscalationColumns<'a> {
+    ids: Vec<i64>,
+    uid: Vec<i64>,
+    app: Vec<&'a str>,
+    traced: Vec<i64>,
+}
+
+impl<'a> EscalationColumns<'a> {
+    fn push(&mut self, id: i64, index: &'a JobIndex) {
+        self.ids.push(id);
+        self.uid.push(index.uid.into());
+        self.app.push(index.application());
+        self.traced.push(index.traced.is_some().into());
+    }
+
+    fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 4] {
+        [&self.ids, &self.uid, &self.app, &self.traced]
+    }
+}
+
 /// One write transaction ([`WriteStore::transaction`]): ingest's batches, the partial inbox
 /// ([`crate::partials`]) and the rollups ([`crate::rollups`]).
 pub struct WriteTx<'conn> {
@@ -526,6 +685,50 @@ impl<'conn> WriteTx<'conn> {
         })
     }
 
+    /// Store jobs as [`WriteTx::insert_job`] stores each, in order (of a job there twice, the
+    /// first is the new one). On PostgreSQL the jobs go in one statement and their escalation
+    /// queue entries in another, a round trip for all of them instead of one or two each
+    /// (ingest's batches are tens of thousands of jobs); only those not new are looked at one by
+    /// one. A value past PostgreSQL's BIGINT takes the way of one job at a time, which refuses it.
+    pub fn insert_jobs(&self, jobs: &[JobRow]) -> Result<Vec<Inserted>> {
+        let (Db::Postgres(pg), Some(columns)) = (self.db, JobColumns::of(jobs)) else {
+            return jobs.iter().map(|job| self.insert_job(job)).collect();
+        };
+        let mut ids: HashMap<(i64, String), i64> = HashMap::new();
+        for row in pg.query_arrays(INSERT_JOBS_UNNEST, &columns.params())? {
+            ids.insert((row.get(1), row.get(2)), row.get(0));
+        }
+        let mut inserted = Vec::with_capacity(jobs.len());
+        let mut queued = EscalationColumns::default();
+        for (job, end_ms) in jobs.iter().zip(&columns.end_ms) {
+            let Some(id) = ids.remove(&(*end_ms, job.key.clone())) else {
+                inserted.push(self.insert_job(job)?);
+                continue;
+            };
+            if job.look {
+                queued.push(id, &job.index);
+            }
+            if job.meets_rule {
+                self.count_rule_job(&job.index)?;
+            }
+            inserted.push(Inserted::New);
+        }
+        if !queued.ids.is_empty() {
+            pg.query_arrays(QUEUE_UNNEST, &queued.params())?;
+        }
+        Ok(inserted)
+    }
+
+    /// Count a job meeting the escalation rule in its hour.
+    fn count_rule_job(&self, index: &JobIndex) -> Result<()> {
+        self.db.execute(
+            "INSERT INTO escalation_rule_hours (hour, jobs) VALUES (?1, 1)
+             ON CONFLICT (hour) DO UPDATE SET jobs = escalation_rule_hours.jobs + 1",
+            &[&(index.end_unix_ms / crate::rollups::HOUR_MS)],
+        )?;
+        Ok(())
+    }
+
     fn insert_new_job(&self, job: &JobRow) -> Result<bool> {
         let index = &job.index;
         let imbalance = index.imbalance.as_ref();
@@ -573,11 +776,7 @@ impl<'conn> WriteTx<'conn> {
             )?;
         }
         if job.meets_rule {
-            self.db.execute(
-                "INSERT INTO escalation_rule_hours (hour, jobs) VALUES (?1, 1)
-                 ON CONFLICT (hour) DO UPDATE SET jobs = escalation_rule_hours.jobs + 1",
-                &[&(index.end_unix_ms / crate::rollups::HOUR_MS)],
-            )?;
+            self.count_rule_job(index)?;
         }
         Ok(true)
     }

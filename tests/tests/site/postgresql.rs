@@ -299,3 +299,61 @@ fn a_database_moves_to_postgresql_and_back_unchanged() {
         "{again:?}"
     );
 }
+
+/// Ingest into PostgreSQL (which stores a batch's jobs, escalation entries, critical jobs and
+/// users' rollups in a statement each) stores what ingest into SQLite (a statement a row)
+/// does: the same pages, mails and report, from a log with jobs sent twice (in the same run
+/// and in a later one) and another record of a stored job (rejected).
+#[test]
+fn ingest_into_postgresql_stores_what_sqlite_stores() {
+    let Some(site) = Site::start() else { return };
+    let dir = TempDir::new("pg-ingest");
+    let log = dir.path().join("records.log");
+    let jobs: Vec<_> =
+        synthetic::varied_jobs(300, 20, NOVEMBER_START_MS, 20 * 86_400_000).collect();
+    let mut collision = jobs[7].clone();
+    collision.wall_ns.sum += 1_000_000;
+    let lines = |records: &[mpistat_record::JobRecord]| -> String {
+        records
+            .iter()
+            .flat_map(|r| synthetic::syslog_lines(r, Some(r.uid)))
+            .collect()
+    };
+    let first_run = lines(&jobs) + &lines(&jobs[..40]) + &lines(&[collision]);
+    std::fs::write(&log, &first_run).unwrap();
+    let sqlite = dir.path().join("sqlite.db");
+    let url = site
+        .server
+        .password_url("mpistat_writer", PASSWORD, "mpistat");
+    let config = dir.path().join("site.toml");
+    std::fs::write(&config, "[ingest]\ncheck_user_names = false\n").unwrap();
+    let second_run = first_run + &lines(&jobs[100..150]);
+    for (run, text) in [(0, None), (1, Some(&second_run))] {
+        if let Some(text) = text {
+            std::fs::write(&log, text).unwrap();
+        }
+        for database in [sqlite.to_str().unwrap(), url.as_str()] {
+            let ingest = mpistat(
+                &["ingest", "--database", database, log.to_str().unwrap()],
+                &config,
+            );
+            assert!(
+                ingest.status.success(),
+                "run {run} into {database}: {ingest:?}"
+            );
+        }
+    }
+    let on_sqlite = outputs(
+        sqlite.to_str().unwrap(),
+        &config,
+        &dir.path().join("sqlite"),
+    );
+    let on_postgresql = outputs(&url, &config, &dir.path().join("postgresql"));
+    assert!(on_sqlite.2.contains("300"), "{}", on_sqlite.2);
+    // The reading side turns away the lines of a job sent twice in a run, and those of another
+    // record of it: what reaches the writers is the same on both.
+    assert!(on_sqlite.2.contains("conflicting"), "{}", on_sqlite.2);
+    assert!(on_sqlite.0 == on_postgresql.0, "the pages differ");
+    assert_eq!(on_sqlite.1, on_postgresql.1, "the mails differ");
+    assert_eq!(on_sqlite.2, on_postgresql.2, "the reports differ");
+}
