@@ -718,3 +718,36 @@ fn many_jobs_are_read_in_order_on_both_backends() {
         vec![format!("read: {read}")]
     });
 }
+
+/// Two ingests (one per log host) adding to the same rollup rows at once: a write transaction
+/// that has read a rollup holds it until it commits, so the other reads what the first wrote
+/// instead of the same old value (PostgreSQL's read-committed transactions would otherwise
+/// both add to it and the second overwrite the first: jobs stored but missing from the pages;
+/// SQLite's writers take turns anyway).
+#[test]
+fn concurrent_writers_add_to_a_rollup_in_turn_on_both_backends() {
+    on_both("rollup-turns", |location| {
+        let mut first = WriteStore::open_at(location).unwrap();
+        let mut second = WriteStore::open_at(location).unwrap();
+        let mut said = Vec::new();
+        let tx = first.transaction().unwrap();
+        said.push(format!("{:?}", tx.rollup_day(Tables::Live, 7).unwrap()));
+        std::thread::scope(|scope| {
+            let other = scope.spawn(move || {
+                let tx = second.transaction().unwrap();
+                let read = tx.rollup_day(Tables::Live, 7).unwrap();
+                tx.put_rollup_day(Tables::Live, 7, &format!("{read:?}, then the second"))
+                    .unwrap();
+                tx.commit().unwrap();
+            });
+            // Long enough for the second to have read, had it not had to wait.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            tx.put_rollup_day(Tables::Live, 7, "the first").unwrap();
+            tx.commit().unwrap();
+            other.join().unwrap();
+        });
+        let tx = first.transaction().unwrap();
+        said.push(format!("{:?}", tx.rollup_day(Tables::Live, 7).unwrap()));
+        said
+    });
+}

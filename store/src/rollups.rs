@@ -425,8 +425,10 @@ impl WriteTx<'_> {
         Ok(())
     }
 
-    /// The stored site rollup (JSON) of `day` in `tables`.
+    /// The stored site rollup (JSON) of `day` in `tables`, held until the transaction ends
+    /// (as the users' below: [`WriteTx::hold_rollups`]).
     pub fn rollup_day(&self, tables: Tables, day: u64) -> Result<Option<String>> {
+        self.hold_rollups()?;
         let days = tables.name("rollup_days");
         self.db.query_opt(
             &format!("SELECT data FROM {days} WHERE day = ?1"),
@@ -454,6 +456,7 @@ impl WriteTx<'_> {
         day: u64,
         user: &str,
     ) -> Result<Option<(String, String)>> {
+        self.hold_rollups()?;
         let users = tables.name("rollup_users");
         self.db.query_opt(
             &format!(r#"SELECT totals, detail FROM {users} WHERE day = ?1 AND "user" = ?2"#),
@@ -498,6 +501,7 @@ impl WriteTx<'_> {
         month: u64,
         user: &str,
     ) -> Result<Option<String>> {
+        self.hold_rollups()?;
         let months = tables.name("rollup_user_months");
         self.db.query_opt(
             &format!(r#"SELECT totals FROM {months} WHERE month = ?1 AND "user" = ?2"#),

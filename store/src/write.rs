@@ -461,6 +461,10 @@ macro_rules! insert_job {
 const INSERT_JOB: &str = insert_job!();
 const INSERT_JOB_RETURNING_ID: &str = concat!(insert_job!(), " RETURNING id");
 
+/// The advisory lock a PostgreSQL write transaction holds its rollups by
+/// ([`WriteTx::hold_rollups`]): "rollups" in ASCII.
+const ROLLUP_LOCK: i64 = 0x0072_6f6c_6c75_7073;
+
 /// One write transaction ([`WriteStore::transaction`]): ingest's batches, the partial inbox
 /// ([`crate::partials`]) and the rollups ([`crate::rollups`]).
 pub struct WriteTx<'conn> {
@@ -469,6 +473,8 @@ pub struct WriteTx<'conn> {
     position_host: &'conn str,
     /// Committed: nothing to roll back when dropped.
     committed: bool,
+    /// The rollups are this transaction's until it ends ([`WriteTx::hold_rollups`]).
+    holds_rollups: std::cell::Cell<bool>,
 }
 
 impl Drop for WriteTx<'_> {
@@ -488,7 +494,23 @@ impl<'conn> WriteTx<'conn> {
             db: &store.db,
             position_host: &store.position_host,
             committed: false,
+            holds_rollups: std::cell::Cell::new(false),
         })
+    }
+
+    /// Make the rollups this transaction's until it ends, before it reads one to add to it: two
+    /// ingests (one per log host) that read the same rollup row at once would each add to the
+    /// same old value, and the second to commit overwrite the first's jobs. On PostgreSQL a
+    /// transaction-level advisory lock ([`ROLLUP_LOCK`]); SQLite's write transaction holds the
+    /// whole database from its start already. Only the read-then-write rollups need it (the
+    /// counts of hours, groups and applications are added by the statement itself).
+    pub(crate) fn hold_rollups(&self) -> Result<()> {
+        if self.db.dialect() == Dialect::Postgres && !self.holds_rollups.get() {
+            self.db
+                .execute("SELECT pg_advisory_xact_lock(?1)", &[&ROLLUP_LOCK])?;
+            self.holds_rollups.set(true);
+        }
+        Ok(())
     }
 
     pub fn commit(mut self) -> Result<()> {
