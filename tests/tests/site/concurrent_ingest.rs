@@ -99,7 +99,14 @@ fn report(config: &Path) -> String {
 /// `ingest --report`, the week's mails (printed) and the month's static site.
 fn outputs(config: &Path, out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut found = BTreeMap::new();
-    found.insert("ingest --report".to_string(), report(config).into_bytes());
+    // The files are listed in the order their positions were first saved: which ingest
+    // committed first. The same files at the same positions in any order, then.
+    let report = report(config);
+    let (counts, files) = report.split_once("files:\n").expect("a list of files");
+    let mut files: Vec<&str> = files.lines().collect();
+    files.sort_unstable();
+    found.insert("ingest --report".to_string(), counts.as_bytes().to_vec());
+    found.insert("ingest --report: files".to_string(), files.join("\n").into_bytes());
     let mails = mpistat(&["digest", "--week", "2026-W47"], config);
     assert!(mails.status.success(), "{mails:?}");
     found.insert("digest".to_string(), mails.stdout);
