@@ -106,7 +106,10 @@ fn outputs(config: &Path, out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut files: Vec<&str> = files.lines().collect();
     files.sort_unstable();
     found.insert("ingest --report".to_string(), counts.as_bytes().to_vec());
-    found.insert("ingest --report: files".to_string(), files.join("\n").into_bytes());
+    found.insert(
+        "ingest --report: files".to_string(),
+        files.join("\n").into_bytes(),
+    );
     let mails = mpistat(&["digest", "--week", "2026-W47"], config);
     assert!(mails.status.success(), "{mails:?}");
     found.insert("digest".to_string(), mails.stdout);
