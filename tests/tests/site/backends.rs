@@ -84,7 +84,7 @@ fn second_lines(escalated: &JobRecord) -> (String, JobRecord) {
         overhead_ns: 98_765_432,
     });
     let summary = Summary {
-        wall_s: 1234.567_891,
+        wall_s: 1_234.567_891,
         waiting_percent: 100.0 / 3.0,
         critical_imbalance_percent: 2.0 / 3.0,
         causes: vec!["late sender: MPI_Recv (solver.c:42), most on rank 3".into()],
