@@ -17,6 +17,7 @@
 //! MPI jobs oversubscribe a small machine, so every test that runs one takes [`serial`] first:
 //! tests of one binary then run one job at a time (cargo runs test binaries one after another).
 
+pub mod backend;
 pub mod certs;
 pub mod command;
 pub mod expect;
@@ -26,6 +27,7 @@ pub mod postgresql;
 pub mod programs;
 pub mod relay;
 pub mod rsyslog;
+pub mod serve;
 pub mod slurm;
 pub mod smtp;
 pub mod supersteps;

@@ -14,6 +14,13 @@ use std::process::{Command, Output};
 /// Where Debian's `postgresql-15` puts its server programs.
 pub const BIN: &str = "/usr/lib/postgresql/15/bin";
 
+/// The role that owns a site's database ([`PostgresServer::start_site`]) and writes it.
+pub const WRITER: &str = "mpistat_writer";
+/// The role that may only read a site's database (CONNECT, USAGE and SELECT).
+pub const READER: &str = "mpistat_reader";
+/// The password of [`WRITER`] and [`READER`].
+pub const PASSWORD: &str = "pg-s3cret-word";
+
 /// A running server: its data directory, its socket's directory, and the user it runs as (its
 /// superuser role has that user's name).
 pub struct PostgresServer {
@@ -60,6 +67,36 @@ impl PostgresServer {
                 .args(["-o", &options]),
         );
         Some(server)
+    }
+
+    /// A server with a site's database, `mpistat`, owned by [`WRITER`], and [`READER`], which
+    /// is granted SELECT on every table [`WRITER`] makes (as docs/store.md tells a site to),
+    /// both logging in with [`PASSWORD`]. `None` when not root (no user can be made).
+    pub fn start_site(owner_name: &str) -> Option<PostgresServer> {
+        let owner = User::ensure(owner_name)?;
+        let server = PostgresServer::start(&owner)
+            .expect("postgresql-15 is not installed (scripts/prereqs.sh installs it)");
+        server.password_role(WRITER, PASSWORD);
+        server.password_role(READER, PASSWORD);
+        server.psql(
+            "postgres",
+            &format!("CREATE DATABASE mpistat OWNER {WRITER}"),
+        );
+        server.psql(
+            "mpistat",
+            &format!(
+                "GRANT CONNECT ON DATABASE mpistat TO {READER};
+                 GRANT USAGE ON SCHEMA public TO {READER};
+                 ALTER DEFAULT PRIVILEGES FOR ROLE {WRITER} IN SCHEMA public
+                     GRANT SELECT ON TABLES TO {READER}"
+            ),
+        );
+        Some(server)
+    }
+
+    /// The URL of the site's database (`mpistat`) as `role` ([`WRITER`] or [`READER`]).
+    pub fn site_url(&self, role: &str) -> String {
+        self.password_url(role, PASSWORD, "mpistat")
     }
 
     fn data(&self) -> PathBuf {

@@ -125,3 +125,75 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Every file under `dir` (by its path relative to `dir`) and its bytes: a static site, an
+/// inbox, to compare with another.
+pub fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut found = std::collections::BTreeMap::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                let name = path.strip_prefix(dir).unwrap().display().to_string();
+                found.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    found
+}
+
+/// The first lines in which `a` and `b` differ (three at most), for a message.
+fn first_difference(sides: [&str; 2], a: &[u8], b: &[u8]) -> String {
+    let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+    let lines: Vec<String> = a
+        .lines()
+        .zip(b.lines())
+        .enumerate()
+        .filter(|(_, (x, y))| x != y)
+        .take(3)
+        .map(|(n, (x, y))| {
+            format!(
+                "line {}:\n  {}: {x:?}\n  {}: {y:?}",
+                n + 1,
+                sides[0],
+                sides[1]
+            )
+        })
+        .collect();
+    if lines.is_empty() {
+        format!("{} vs {} lines", a.lines().count(), b.lines().count())
+    } else {
+        lines.join("\n")
+    }
+}
+
+/// Two sides' outputs (reports, mails, files, pages by name) are the same, byte for byte: else
+/// fail, naming every one that differs and where.
+pub fn assert_same_outputs(
+    sides: [&str; 2],
+    a: &std::collections::BTreeMap<String, Vec<u8>>,
+    b: &std::collections::BTreeMap<String, Vec<u8>>,
+) {
+    let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let differences: Vec<String> = names
+        .into_iter()
+        .filter_map(|name| match (a.get(name), b.get(name)) {
+            (Some(x), Some(y)) if x == y => None,
+            (Some(x), Some(y)) => Some(format!("{name}: {}", first_difference(sides, x, y))),
+            (x, _) => Some(format!(
+                "{name}: only from {}",
+                if x.is_some() { sides[0] } else { sides[1] }
+            )),
+        })
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "{} of {} outputs differ:\n{}",
+        differences.len(),
+        a.len(),
+        differences.join("\n")
+    );
+}

@@ -6,10 +6,12 @@
 //! then `mpistat digest --send` to a real SMTP server (Debian's aiosmtpd): both forgeries are
 //! rejected and counted, the wrapped one is rejected as corrupt (ingest reads each record and
 //! finds it is not the one its index says), the user gets exactly one multipart/alternative mail whose
-//! numbers are those of the records (routine calls, imbalance, load balance, counters).
+//! numbers are those of the records (routine calls, imbalance, load balance, counters). On
+//! either backend of the store (a SQLite file, a PostgreSQL server of the test's own).
 
 use mpistat_testkit::forge;
 
+use mpistat_e2e::backend::SiteDatabase;
 use mpistat_e2e::*;
 use mpistat_record::model::CounterEvent;
 use mpistat_record::units::{count, rate};
@@ -24,8 +26,8 @@ fn send_as_nobody(syslogd: &Syslogd, message: &str) {
     logger(&["-u", socket.to_str().unwrap()], Some(65534), message);
 }
 
-#[test]
-fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
+for_each_backend! {
+fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp(backend) {
     let _serial = serial();
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("SKIPPED: needs root to send as nobody");
@@ -91,6 +93,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
 
     // What rsyslog wrote with the attested uids is the input of ingest.
     let dir = TempDir::new("ingest-digest");
+    let database = SiteDatabase::new(backend, dir.path(), "id-postgres").unwrap();
     let log = dir.path().join("records.log");
     write_trusted_log(&syslogd, &log);
     let trusted = std::fs::read_to_string(&log).unwrap();
@@ -100,9 +103,9 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
     std::fs::write(
         &config,
         format!(
-            "[database]\npath = {db:?}\n[mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\n\
+            "{}[mail]\ntransport = \"smtp\"\nsmtp_host = \"127.0.0.1\"\n\
              smtp_port = {port}\nsmtp_starttls = \"off\"\nrecipient = \"{{user}}@example.org\"\n",
-            db = dir.path().join("mpistat.db").display().to_string()
+            database.section(&database.writer())
         ),
     )
     .unwrap();
@@ -176,6 +179,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp() {
         assert!(mail.contains(&row), "{row:?} not in {mail}");
     }
     assert_imbalance_and_counters_are_the_records(mail, &records);
+}
 }
 
 /// The level-1 value of `name` in the text part.

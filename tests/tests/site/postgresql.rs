@@ -4,17 +4,14 @@
 //! read, and `mpistat db copy` moves a site's database there and back without changing a page,
 //! a mail or a report.
 
-use mpistat_e2e::postgresql::PostgresServer;
-use mpistat_e2e::{mpistat, mpistat_binary, TempDir, User};
+use mpistat_e2e::postgresql::{PostgresServer, PASSWORD};
+use mpistat_e2e::{files_under, mpistat, mpistat_binary, TempDir};
 use mpistat_store::postgresql::{check_readable, migrate, MIGRATIONS};
 use mpistat_store::test_support::{execute_as_reader, postgres_columns, sqlite_columns};
 use mpistat_store::{Error, Location, PostgresUrl, WriteStore};
 use mpistat_testkit::synthetic;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-/// The password of the roles the tests make (never shown: see `a_password_is_never_shown`).
-const PASSWORD: &str = "pg-s3cret-word";
 
 /// A server with database `mpistat` owned by the role `mpistat_writer`, and the role `mpistat_reader`,
 /// which may connect and will be granted SELECT on the tables made after this.
@@ -24,24 +21,10 @@ struct Site {
 
 impl Site {
     fn start() -> Option<Site> {
-        let Some(owner) = User::ensure("pg-postgres") else {
+        let Some(server) = PostgresServer::start_site("pg-postgres") else {
             eprintln!("SKIPPED: needs root to make users");
             return None;
         };
-        let server = PostgresServer::start(&owner)
-            .expect("postgresql-15 is not installed (scripts/prereqs.sh installs it)");
-        server.password_role("mpistat_writer", PASSWORD);
-        server.password_role("mpistat_reader", PASSWORD);
-        server.psql("postgres", "CREATE DATABASE mpistat OWNER mpistat_writer");
-        // What a site grants its readers once (docs/store.md): every table the writer makes,
-        // now and later, to SELECT only.
-        server.psql(
-            "mpistat",
-            "GRANT CONNECT ON DATABASE mpistat TO mpistat_reader;
-             GRANT USAGE ON SCHEMA public TO mpistat_reader;
-             ALTER DEFAULT PRIVILEGES FOR ROLE mpistat_writer IN SCHEMA public
-                 GRANT SELECT ON TABLES TO mpistat_reader",
-        );
         Some(Site { server })
     }
 
@@ -176,24 +159,6 @@ fn a_password_is_never_shown() {
 /// November 2026 (UTC), the synthetic jobs' month.
 const NOVEMBER_START_MS: u64 = 1_793_491_200_000;
 
-/// Every file under `dir` (by path relative to it) and its bytes.
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut found = BTreeMap::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else {
-                let name = path.strip_prefix(dir).unwrap().display().to_string();
-                found.insert(name, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    found
-}
-
 /// What a site's readers make of the database at `database`: the month's static site, the
 /// week's mails (as `mpistat digest` prints them) and ingest's report of stored and rejected
 /// entries.
@@ -218,7 +183,7 @@ fn outputs(
     ]);
     let mails = run(&["digest", "--week", "2026-W46"]);
     let report = run(&["ingest", "--report"]);
-    (files(out), mails, report)
+    (files_under(out), mails, report)
 }
 
 /// `mpistat db copy FROM TO` (which reads no site configuration).

@@ -9,11 +9,10 @@
 
 use mpistat_testkit::synthetic;
 
+use mpistat_e2e::serve::{every_page, Serve};
 use mpistat_e2e::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 /// `mpistat ARGS --config config` as `user`: its output, required to succeed.
 fn mpistat_ok_as(user: &User, args: &[&str], config: &Path) -> std::process::Output {
@@ -25,22 +24,6 @@ fn mpistat_ok_as(user: &User, args: &[&str], config: &Path) -> std::process::Out
         String::from_utf8_lossy(&output.stderr)
     );
     output
-}
-
-/// `GET path` on the Unix socket `socket` as `user` (the proxy), for the admin `root`: curl's
-/// HTTP status and the body's length.
-fn get_as(user: &User, socket: &Path, path: &str) -> (String, usize) {
-    let out = user
-        .command("curl")
-        .args(["-sS", "-w", "\n%{http_code}", "-H", "REMOTE_USER: root"])
-        .arg("--unix-socket")
-        .arg(socket)
-        .arg(format!("http://localhost/{path}"))
-        .output()
-        .expect("run curl");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", ""));
-    (status.to_string(), body.len())
 }
 
 fn set_mode(path: &Path, mode: u32) {
@@ -114,42 +97,10 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
     let run = d.join("run");
     std::fs::create_dir(&run).unwrap();
     reader.own(&run);
-    let socket = run.join("serve.sock");
-    let listen = format!("unix:{}", socket.display());
-    let mut serve = reader
-        .command(mpistat_binary())
-        .args(["serve", "--listen", &listen, "--config"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !socket.exists() {
-        if let Some(status) = serve.try_wait().unwrap() {
-            let mut err = String::new();
-            std::io::Read::read_to_string(&mut serve.stderr.take().unwrap(), &mut err).unwrap();
-            panic!("serve ended ({status}): {err}");
-        }
-        assert!(Instant::now() < deadline, "serve did not listen");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let period = "period=2026-W47";
+    let serve = Serve::start(Some(&reader), &config, &run.join("serve.sock"));
     let user = mpistat_pages::site_report::pages::user_slug(&jobs[0].user);
-    let mut pages: Vec<String> = ["index", "charts", "tables", "critical", "users"]
-        .iter()
-        .map(|p| format!("{p}.html?{period}"))
-        .collect();
-    pages.push(format!("users/{user}.html?{period}"));
-    pages.push(format!("users/{user}.html?{period}&sort=cpu"));
-    pages.push(format!("jobs/{}.html", jobs[0].key()));
-    pages.push(format!("search.html?{period}&q={}", jobs[0].user));
-    pages.push(format!("search.html?{period}&q={}", jobs[0].job_id));
-    pages.push("metrics".to_string());
-    for page in &pages {
-        let (status, size) = get_as(&reader, &socket, page);
-        assert_eq!(status, "200", "{page}");
-        assert!(size > 500, "{page}: {size} bytes");
+    for page in every_page("2026-W47", &user, &jobs[0].key(), &jobs[0].job_id) {
+        serve.get_ok(&page);
     }
 
     // Nothing written.
@@ -168,10 +119,8 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
     let ingested = mpistat(&["ingest", more.to_str().unwrap()], &config);
     assert!(ingested.status.success(), "{ingested:?}");
     set_mode(&db, 0o444);
-    let page = format!("jobs/{}.html", new_job.key());
-    assert_eq!(get_as(&reader, &socket, &page).0, "200", "{page}");
-    serve.kill().unwrap();
-    let _ = serve.wait();
+    serve.get_ok(&format!("jobs/{}.html", new_job.key()));
+    drop(serve);
 
     // A reader does not upgrade: a database of an older schema is refused, and left as it was.
     set_mode(&db_dir, 0o755);
