@@ -2,8 +2,9 @@
 //! superstep every rank recorded, this rank's files written into the job's trace directory
 //! (private to its user), and rank 0's facts for the job's record.
 
+use super::clocks::measure_offset;
 use super::sites::site_names;
-use super::{measure_offset, with_recorder, State};
+use super::state::{with_recorder, State};
 use crate::clock::monotonic_ns;
 use crate::mpi::{self, OwnComm};
 use mpistat_record::model::TraceInfo;
