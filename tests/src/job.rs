@@ -105,6 +105,8 @@ pub struct Job {
     /// Open MPI parameters for `mpirun` and every daemon (`--mca NAME VALUE`).
     mca: Vec<(String, String)>,
     mpi: Mpi,
+    /// Run the launcher, and so every rank, under `SCHED_FIFO` ([`Job::realtime`]).
+    realtime: bool,
     /// More application contexts of the same program (ranks, arguments): an MPMD job.
     more: Vec<(u32, Vec<String>)>,
 }
@@ -132,6 +134,7 @@ impl Job {
             nodes: Vec::new(),
             mca: Vec::new(),
             mpi: Mpi::OpenMpi,
+            realtime: false,
             more: Vec::new(),
         }
     }
@@ -301,15 +304,31 @@ impl Job {
     }
 
     /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
+    /// Run the launcher, and so every rank, under the real-time policy `SCHED_FIFO` (`chrt -f
+    /// 1`): a job whose outcome is a race between its ranks (which request completes first) then
+    /// runs as on a quiet node, whatever else this machine runs meanwhile, as long as it lasts
+    /// (the kernel's real-time throttling still leaves others 5 % of each core).
+    pub fn realtime(mut self) -> Job {
+        self.realtime = true;
+        self
+    }
+
     fn command(&self, launcher: &str) -> Command {
-        match &self.user {
+        let (program, before): (&str, &[&str]) = if self.realtime {
+            ("chrt", &["-f", "1", launcher])
+        } else {
+            (launcher, &[])
+        };
+        let mut cmd = match &self.user {
             Some(user) => {
-                let mut cmd = user.command(launcher);
+                let mut cmd = user.command(program);
                 cmd.env("HOME", &user.home).env("USER", &user.name);
                 cmd
             }
-            None => Command::new(launcher),
-        }
+            None => Command::new(program),
+        };
+        cmd.args(before);
+        cmd
     }
 
     /// The launcher's command for the job profiled by `site_config`, to run it oneself (e.g. to
