@@ -13,18 +13,21 @@
 #
 #   bench/instructions.sh           every workload, N = 20,000 (about 4 minutes)
 #   bench/instructions.sh --small   MPI_Allreduce and MPI_Comm_rank, N = 5,000 (CI, a minute)
-#   bench/instructions.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none \
-#       --with talp=/opt/dlb/lib/libdlb_mpi.so,"DLB_ARGS=--talp --talp-summary=none"
+#   bench/instructions.sh --with ipm=/opt/peers/{mpi}/ipm/lib/libipm.so \
+#       --with mpip-k0=/opt/peers/{mpi}/mpip/lib/libmpiP.so,"MPIP=-k 0"
 #                                   also count other profiling libraries, as bench/run.sh's
 #                                   --with (NAME=LIB[,VAR=VALUE...]: LIB preloaded with those
-#                                   variables set, values with spaces kept whole), under Open MPI
-#                                   only (a peer is built for one MPI); each run's output goes to a
-#                                   log (banners do no harm), and a peer whose run fails shows
-#                                   "failed" in its column while the rest goes on
+#                                   variables set, values with spaces kept whole; "{mpi}" in LIB
+#                                   is openmpi or mpich, bench/peers.sh's builds, else the peer
+#                                   runs under Open MPI only: "-" in its MPICH rows); each run's
+#                                   output goes to a log (banners do no harm), and a peer whose
+#                                   run fails shows "failed" in its column while the rest goes on
 set -euo pipefail
 shopt -s inherit_errexit # a failed count inside $(...) stops the script
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 workloads=(comm_rank test_null iprobe allreduce1 barrier bcast1 irecv_wait) calls=20000
 peers=() # NAME=LIB[,VAR=VALUE...]
@@ -32,9 +35,7 @@ while (($#)); do
     case $1 in
         --small) workloads=(comm_rank allreduce1) calls=5000 ;;
         --with)
-            [[ ${2:-} =~ ^[A-Za-z0-9_-]+=[^,]+ ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
-            IFS=, read -r -a parts <<<"${2#*=}"
-            [[ -r ${parts[0]} ]] || { echo "$0: --with ${2%%=*}: cannot read ${parts[0]}" >&2; exit 2; }
+            peer_check "${2:-}"
             peers+=("$2")
             shift
             ;;
@@ -48,8 +49,7 @@ source scripts/prereqs.sh
 cargo build --release -q -p mpistat-front -p mpistat-profiler -p mpistat-profiler-mpich
 lib=$PWD/target/release/libmpistat.so
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-instructions.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+bench_work instructions
 
 families=(openmpi)
 mpicc -O2 -Wall -Wextra -Werror -o "$work/instructions-openmpi" bench/instructions.c
@@ -70,13 +70,7 @@ mode_env() {
         bare) ;;
         mpistat) echo "LD_PRELOAD=$lib" ;;
         floor) echo "LD_PRELOAD=$work/floor-$family.so" ;;
-        *)
-            local parts
-            IFS=, read -r -a parts <<<"${peers[mode]#*=}"
-            echo "LD_PRELOAD=${parts[0]}"
-            # No empty line for a peer without variables (env would take it for a command).
-            if ((${#parts[@]} > 1)); then printf '%s\n' "${parts[@]:1}"; fi
-            ;;
+        *) peer_env "${peers[mode]}" "$family" ;;
     esac
 }
 
@@ -137,7 +131,7 @@ for workload in "${workloads[@]}"; do
             'BEGIN { printf "%-12s %-8s %9.1f %9.1f %9.1f %11.1f", w, f, b, p - b, fl - b, p - fl }')
         for i in "${!peers[@]}"; do
             peer=-
-            [[ $family == openmpi ]] && peer=$(per_call "$workload" "$family" "$i")
+            [[ -n $(peer_env "${peers[i]}" "$family") ]] && peer=$(per_call "$workload" "$family" "$i")
             row+=$(printf ' %9s' "$(added "$peer" "$bare")")
         done
         echo "$row"

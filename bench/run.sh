@@ -5,7 +5,8 @@
 # (so all see the same machine state), in two layouts: 2 ranks, and 4 ranks on 2 cores ("4o",
 # oversubscribed: any extra work in a collective's wrapper shows on every rank there); and, when
 # MPICH is installed, the same program built for MPICH on 2 ranks ("2m"), bare, with the
-# library preloaded (the front loads the MPICH build, libmpistat_mpich.so), and in trace mode. Mode
+# library preloaded (the front loads the MPICH build, libmpistat_mpich.so), in trace mode, and
+# under the --with libraries built for MPICH ("{mpi}" in their path, below). Mode
 # "direct" preloads the Open MPI implementation (libmpistat_openmpi.so) itself instead of the front
 # (libmpistat.so): the difference is what the front's trampolines add per call. Plus
 # process start-up cost. Prints tables with the budgets beside the numbers
@@ -18,11 +19,12 @@
 #
 #   bench/run.sh           full size (a few minutes)
 #   bench/run.sh --small   CI size (seconds; noisy, a smoke test of the harness)
-#   bench/run.sh --with ipm=/opt/ipm/lib/libipm.so,IPM_REPORT=none --with mpip=/opt/lib/libmpiP.so \
-#       --with talp=/opt/dlb/lib/libdlb_mpi.so,"DLB_ARGS=--talp --talp-summary=none"
+#   bench/run.sh --with ipm=/opt/peers/{mpi}/ipm/lib/libipm.so --with mpip=/opt/lib/libmpiP.so \
+#       --with talp=/opt/peers/{mpi}/dlb/lib/libdlb_mpi.so,"DLB_ARGS=--talp --talp-summary=none"
 #                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
 #                          LIB preloaded with those variables set, values with spaces kept
-#                          whole), for a side-by-side table. Each job runs in a directory of
+#                          whole; "{mpi}" in LIB is openmpi or mpich, bench/peers.sh's builds,
+#                          else the library runs under Open MPI only), for a side-by-side table. Each job runs in a directory of
 #                          its own (peers write reports there); only the benchmark's own lines
 #                          are kept (a peer's banner is dropped), and a peer's job that fails (one
 #                          that crashes on MPI_Pcontrol fails every A/B job) is told and skipped
@@ -36,6 +38,8 @@
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
 
 small=0 floor=0
 others=() # NAME=LIB[,VAR=VALUE...]
@@ -60,8 +64,7 @@ while (($#)); do
             shift
             ;;
         --with)
-            [[ ${2:-} =~ ^[A-Za-z0-9_-]+=[^,]+ ]] || { echo "$0: --with NAME=LIB[,VAR=VALUE...]" >&2; exit 2; }
-            others+=("$2")
+            others+=("${2:-}")
             shift
             ;;
         *) echo "usage: $0 [--small] [--floor] [--layouts L,...] [--rounds N] [--ab-jobs N] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
@@ -85,16 +88,7 @@ cargo build --release -q -p mpistat-front -p mpistat-profiler -p mpistat-profile
 lib=$PWD/target/release/libmpistat.so
 implementation=$PWD/target/release/libmpistat_openmpi.so
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/mpistat-bench.XXXXXX")
-sink_pid=
-cleanup() {
-    if [[ -n $sink_pid ]]; then
-        kill "$sink_pid" 2>/dev/null || true
-        wait "$sink_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
+bench_work bench
 
 mpicc -O2 -Wall -Wextra -Werror -o "$work/overhead" bench/overhead.c
 mpich=0
@@ -109,17 +103,7 @@ if ((floor)); then
     fi
 fi
 
-# A syslog socket that drains and discards, so the preloaded MPI_Finalize pays for a real send
-# (as on a site with a running syslogd) without touching the machine's syslog.
-python3 - "$work/log.sock" <<'EOF' &
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-while True:
-    s.recv(65536)
-EOF
-sink_pid=$!
-for _ in $(seq 50); do [[ -S $work/log.sock ]] && break; sleep 0.1; done
+syslog_sink "$work/log.sock"
 printf '[syslog]\nsocket = "%s"\n' "$work/log.sock" >"$work/site.toml"
 # Trace mode: the traces go to the work directory; the budget holds every event of the run.
 cp "$work/site.toml" "$work/site-trace.toml"
@@ -167,15 +151,14 @@ fi
 
 modes=(bare mpistat direct trace)
 ((floor)) && modes+=(floor)
-declare -A other_spec=() # mode: LIB[,VAR=VALUE...]
+declare -A other_spec=() # mode: NAME=LIB[,VAR=VALUE...]
 for spec in "${others[@]}"; do
+    peer_check "$spec"
     name=${spec%%=*}
     case $name in
         bare | mpistat | direct | trace | floor) echo "$0: --with $name: a mode of our own" >&2; exit 2 ;;
     esac
-    IFS=, read -r -a parts <<<"${spec#*=}"
-    [[ -r ${parts[0]} ]] || { echo "$0: --with $name: cannot read ${parts[0]}" >&2; exit 2; }
-    other_spec[$name]=${spec#*=}
+    other_spec[$name]=$spec
     modes+=("$name")
 done
 
@@ -183,9 +166,10 @@ raw=$work/raw.txt
 # What one clock read costs on this host (overhead clock: no MPI), before anything else runs.
 "$work/overhead" clock | sed "s/^/- - /" >"$raw"
 run_overhead() { # LAYOUT MODE [ab]
-    local layout=$1 mode=$2 only=${3:-} extra=() n=$iters launcher program=$work/overhead
+    local layout=$1 mode=$2 only=${3:-} extra=() n=$iters launcher program=$work/overhead var vars
     if [[ $layout == 2m ]]; then
-        # MPICH: bare, the MPICH build preloaded, trace mode and the floor (no --with libraries).
+        # MPICH: bare, the MPICH build preloaded, trace mode, the floor and the --with libraries
+        # built for MPICH.
         case $mode in
             bare) ;;
             mpistat) extra=(-genv LD_PRELOAD "$lib" -genv MPISTAT_CONFIG "$work/site-mpich.toml") ;;
@@ -194,7 +178,11 @@ run_overhead() { # LAYOUT MODE [ab]
                 n=$((iters / 10))
                 ;;
             floor) extra=(-genv LD_PRELOAD "$work/libfloor-mpich.so") ;;
-            *) return ;;
+            *)
+                mapfile -t vars < <(peer_env "${other_spec[$mode]}" mpich)
+                ((${#vars[@]})) || return 0
+                for var in "${vars[@]}"; do extra+=(-genv "${var%%=*}" "${var#*=}"); done
+                ;;
         esac
         program=$work/overhead-mpich
     else
@@ -208,10 +196,8 @@ run_overhead() { # LAYOUT MODE [ab]
                 ;;
             floor) extra=(-x "LD_PRELOAD=$work/libfloor.so") ;;
             *)
-                local parts var
-                IFS=, read -r -a parts <<<"${other_spec[$mode]}"
-                extra=(-x "LD_PRELOAD=${parts[0]}")
-                for var in "${parts[@]:1}"; do extra+=(-x "$var"); done
+                mapfile -t vars < <(peer_env "${other_spec[$mode]}" openmpi)
+                for var in "${vars[@]}"; do extra+=(-x "$var"); done
                 ;;
         esac
     fi
