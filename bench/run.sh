@@ -203,12 +203,17 @@ run_overhead() { # LAYOUT MODE [ab]
     fi
     read -r -a launcher <<<"$(layout_command "$layout")"
     mkdir -p "$work/cwd-$mode"
+    # A peer's standard error (its reports, warnings, a crash's backtrace) goes to a log; ours
+    # stays on the terminal (it prints nothing unless something is wrong).
+    local errors=/dev/stderr
+    [[ -n ${other_spec[$mode]:-} ]] && errors=$work/cwd-$mode/stderr.log
     # Only the benchmark's lines (overhead.c's kinds), whatever else a profiler prints.
-    if ! (cd "$work/cwd-$mode" && "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" ${only:+"$only"} </dev/null |
+    if ! (cd "$work/cwd-$mode" && "${launcher[@]}" "${extra[@]}" "$program" "$n" "$reps" ${only:+"$only"} </dev/null 2>>"$errors" |
         awk -v p="$layout $mode" '$1 ~ /^(bench|bench_ab|mem|finalize)$/ { print p, $0 }' >>"$raw"); then
         # Ours must not fail; a peer as it is may (its lines so far are kept).
         [[ -n ${other_spec[$mode]:-} ]] || exit 1
-        echo "bench: $layout ranks, $mode${only:+ ($only)}: the job failed; skipped" >&2
+        echo "bench: $layout ranks, $mode${only:+ ($only)}: the job failed; skipped. The end of its standard error:" >&2
+        tail -n 4 "$errors" | sed 's/^/    /' >&2
     fi
     rm -rf "$work/traces"
 }
