@@ -24,9 +24,10 @@
 #                          also run under other profiling libraries (NAME=LIB[,VAR=VALUE...]:
 #                          LIB preloaded with those variables set, values with spaces kept
 #                          whole; "{mpi}" in LIB is openmpi or mpich, bench/peers.sh's builds,
-#                          else the library runs under Open MPI only), for a side-by-side table. Each job runs in a directory of
-#                          its own (peers write reports there); only the benchmark's own lines
-#                          are kept (a peer's banner is dropped), and a peer's job that fails (one
+#                          else the library runs under Open MPI only), for a side-by-side
+#                          table. Each job runs in a directory of its own (peers write reports
+#                          there); only the benchmark's own lines are kept (a peer's banner is
+#                          dropped, its standard error logged), and a peer's job that fails (one
 #                          that crashes on MPI_Pcontrol fails every A/B job) is told and skipped
 #   bench/run.sh --floor   also the floor: bench/floor.c preloaded, a wrapper that only reads the
 #                          clock twice per call (what any per-call timing costs on this machine)
@@ -178,6 +179,7 @@ run_overhead() { # LAYOUT MODE [ab]
                 n=$((iters / 10))
                 ;;
             floor) extra=(-genv LD_PRELOAD "$work/libfloor-mpich.so") ;;
+            direct) return ;; # the front's trampolines are measured under Open MPI
             *)
                 mapfile -t vars < <(peer_env "${other_spec[$mode]}" mpich)
                 ((${#vars[@]})) || return 0
