@@ -31,6 +31,10 @@
 # ingest of all but the last part; MPISTAT_SCALE_METRICS_ONLY=1: ingest every part, then time
 # /metrics only; MPISTAT_SCALE_JOBS=FIRST..END (with it): ingest only the month's jobs FIRST..END
 # (jobs end in the order of their number: the windows' jobs of a month of N, in less time).
+# MPISTAT_SCALE_PAGES_ONLY=1 (with --database): ingest nothing, time the pages and /metrics of
+# the database as it is (one filled by an earlier MPISTAT_SCALE_INGEST_ONLY run, kept);
+# MPISTAT_SCALE_PG_DATA=DIR: the data directory of that database's server, restarted (as its
+# owner) before each cold page as the script's own is.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/prereqs.sh
@@ -82,8 +86,10 @@ pg_settings=(
     "max_wal_size = '8GB'"
     "checkpoint_timeout = '15min'"
 )
-pg_ctl() { # pg_ctl ARGS...: the script's own server's pg_ctl, as its owner
-    (cd "$work/postgres" && runuser -u "$pg_user" -- "$pg_bin/pg_ctl" -D "$work/postgres/data" "$@" > /dev/null)
+pg_data=${MPISTAT_SCALE_PG_DATA:-}
+pg_ctl() { # pg_ctl ARGS...: the script's own server's (or MPISTAT_SCALE_PG_DATA's) pg_ctl, as its owner
+    local data=${pg_data:-$work/postgres/data}
+    (cd "$(dirname "$data")" && runuser -u "$(stat -c %U "$data")" -- "$pg_bin/pg_ctl" -D "$data" "$@" > /dev/null)
 }
 start_postgresql() { # initdb, settings, start, and database `mpistat` of this user's role
     chmod 711 "$work"
@@ -118,7 +124,7 @@ if is_database_url "$database"; then
     backend=postgresql
 else
     backend=sqlite
-    if [[ -e $database ]]; then
+    if [[ -e $database && -z ${MPISTAT_SCALE_PAGES_ONLY:-} ]]; then
         echo "scale.sh: $database exists: the benchmark fills a new database" >&2
         exit 2
     fi
@@ -222,7 +228,11 @@ if [[ -n ${MPISTAT_SCALE_METRICS_ONLY:-} ]]; then
     jobs=${MPISTAT_SCALE_JOBS:-0..$records}
     from=${jobs%..*} last=${jobs#*..}
 fi
-generate "$from" "$((from + part < last ? from + part : last))" "$(processes_of "$from")"
+if [[ -n ${MPISTAT_SCALE_PAGES_ONLY:-} ]]; then
+    from=$last
+else
+    generate "$from" "$((from + part < last ? from + part : last))" "$(processes_of "$from")"
+fi
 for ((first = from; first < last; first += part)); do
     end=$((first + part < last ? first + part : last))
     k=$(processes_of "$first")
@@ -275,7 +285,7 @@ stop_server() {
     server=
 }
 start_cold_server() { # serve with nothing of the database in memory that a restart can drop
-    [[ -z $own_postgresql ]] || pg_ctl restart -w -t 120 -m fast
+    [[ -z $own_postgresql && -z $pg_data ]] || pg_ctl restart -w -t 120 -m fast
     sync
     if [[ -w /proc/sys/vm/drop_caches ]]; then echo 1 > /proc/sys/vm/drop_caches; fi
     start_server
@@ -335,6 +345,7 @@ for page in "${pages[@]}"; do
     printf '| `%s` | %.3f | %.3f | %.3f | %s | %s |\n' "${page:0:60}" "$cold" "$p50" "$p95" "$size" "$(load)"
 done
 metrics_line
+[[ -z ${MPISTAT_SCALE_PAGES_ONLY:-} ]] || exit 0
 
 # 50 concurrent requests (of all pages, in rounds) while the last part is ingested.
 start_server

@@ -94,7 +94,7 @@ impl<'c> Week<'c> {
 
     /// The mail of every user with jobs, by user name (`week` names the interval).
     pub fn digests(&self, week: &str) -> Vec<UserDigest> {
-        digests(&self.users, week, self.hours, self.config)
+        digests(&self.users, week, self.hours, self.config, None)
     }
 }
 
@@ -108,6 +108,19 @@ pub fn user_digests(
     only: Option<&str>,
 ) -> Result<Vec<UserDigest>, crate::Error> {
     let users = mpistat_figures::rollup::users_of_period(db, period.from_ms, period.to_ms)?;
+    user_digests_among(db, period, config, users, only)
+}
+
+/// [`user_digests`] of the period's users' totals already read
+/// ([`mpistat_figures::rollup::users_of_period`]: a user's page has them, and reading 10,000
+/// users' totals twice was half its time).
+pub fn user_digests_among(
+    db: &ReadStore,
+    period: &Period,
+    config: &SiteConfig,
+    users: BTreeMap<String, Totals>,
+    only: Option<&str>,
+) -> Result<Vec<UserDigest>, crate::Error> {
     let mut weeks: BTreeMap<String, UserWeek> = BTreeMap::new();
     for (user, totals) in users {
         let week = match only {
@@ -117,18 +130,23 @@ pub fn user_digests(
         };
         weeks.insert(user, week);
     }
-    let digests = Week::of_users(&config.digest, period.hours(), weeks).digests(&period.label);
-    Ok(digests
-        .into_iter()
-        .filter(|d| only.is_none_or(|u| u == d.user))
-        .collect())
+    Ok(digests(
+        &weeks,
+        &period.label,
+        period.hours(),
+        &config.digest,
+        only,
+    ))
 }
 
+/// The digests of `users` (only `only`'s when given: every user's figures are the references,
+/// but building 10,000 digests to keep one was most of a user's page).
 fn digests(
     users: &BTreeMap<String, UserWeek>,
     week: &str,
     hours: f64,
     config: &DigestConfig,
+    only: Option<&str>,
 ) -> Vec<UserDigest> {
     let totals: BTreeMap<&str, &Totals> = users
         .iter()
@@ -154,6 +172,7 @@ fn digests(
     ];
     users
         .iter()
+        .filter(|(user, _)| only.is_none_or(|only| only == user.as_str()))
         .map(|(user, u)| {
             let t = &u.totals;
             let flags = Flags {
@@ -511,6 +530,39 @@ mod tests {
                 &digests[0].site_mpi_percents,
                 &digest.site_mpi_percents
             ));
+        }
+    }
+
+    proptest::proptest! {
+        /// A user's page builds only that user's digest: the same as the one among every
+        /// user's (the references are still every user's).
+        #[test]
+        fn one_users_digest_is_the_same_as_among_all(
+            jobs in proptest::collection::vec((0..12usize, 1..64u32, 1..1_000_000u64, 0..100u64), 1..40),
+            pick in 0..12usize,
+        ) {
+            let mut users: BTreeMap<String, UserWeek> = BTreeMap::new();
+            for (user, ranks, wall_ms, mpi_percent) in jobs {
+                let wall_ns = wall_ms * 1_000_000;
+                let job = JobRecord {
+                    ranks,
+                    wall_ns: Stat::single(wall_ns, 0),
+                    mpi_ns: Stat::single(wall_ns / 100 * mpi_percent, 0),
+                    ..JobRecord::default()
+                };
+                let week = users
+                    .entry(format!("user{user}"))
+                    .or_insert_with(|| UserWeek::of_totals(Totals::default()));
+                week.totals.add(&job);
+            }
+            let config = DigestConfig::default();
+            let user = format!("user{pick}");
+            let all: Vec<UserDigest> = digests(&users, "2026-11", 720.0, &config, None)
+                .into_iter()
+                .filter(|d| d.user == user)
+                .collect();
+            let one = digests(&users, "2026-11", 720.0, &config, Some(&user));
+            proptest::prop_assert_eq!(one, all);
         }
     }
 

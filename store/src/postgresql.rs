@@ -246,6 +246,11 @@ pub const MIGRATIONS: &[&str] = &[
     INSERT INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs)
         ON CONFLICT DO NOTHING;
 "#,
+    // SQLite's (task `pages`): a job by its key alone, from the sixteenth of the index its
+    // key's first digit leads to.
+    r#"
+    CREATE INDEX jobs_by_key_digit ON jobs ((substr(key, 1, 1)), end_ms, key);
+"#,
 ];
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that

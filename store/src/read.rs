@@ -297,26 +297,27 @@ impl ReadStore {
 
     /// The stored record of the job with key `key` (`None`: no such job, or its record is not
     /// usable). No index leads to a key alone (see `MIGRATIONS[4]`): this reads the entries of
-    /// `jobs_by_end` (end time and key, ~50 bytes a job), never the rows, which suits a web
-    /// page of one job reached by a link without its end time. Should records of one key end
-    /// at different times, the one that ended last is taken.
+    /// `jobs_by_key_digit` whose first digit is the key's (a sixteenth of the jobs, end time
+    /// and key), never the rows, which suits a web page of one job reached by a link without
+    /// its end time. Should records of one key end at different times, the one that ended last
+    /// is taken.
     pub fn job(&self, key: &str) -> Result<Option<JobRecord>> {
-        // Without INDEXED BY SQLite's planner may walk the table itself (every record) for the
-        // key; PostgreSQL has no such clause (and reads the index alone by itself).
-        let sql = match self.db.dialect() {
-            Dialect::Sqlite => {
-                "SELECT end_ms FROM jobs INDEXED BY jobs_by_end WHERE key = ?1
-                 ORDER BY end_ms DESC LIMIT 1"
-            }
-            Dialect::Postgres => {
-                "SELECT end_ms FROM jobs WHERE key = ?1 ORDER BY end_ms DESC LIMIT 1"
-            }
-        };
-        let end_ms: Option<u64> = self.db.query_opt(sql, &[&key], |row| row.get(0))?;
+        let end_ms: Option<u64> = self
+            .db
+            .query_opt(&self.job_by_key_query(), &[&key], |row| row.get(0))?;
         match end_ms {
             Some(end_ms) => self.job_ended_at(end_ms, key),
             None => Ok(None),
         }
+    }
+
+    /// The end time of the job of key `?1` that ended last ([`ReadStore::job`]).
+    fn job_by_key_query(&self) -> String {
+        format!(
+            "SELECT end_ms FROM jobs {} WHERE substr(key, 1, 1) = substr(?1, 1, 1) AND key = ?1
+             ORDER BY end_ms DESC LIMIT 1",
+            self.indexed_by("jobs_by_key_digit")
+        )
     }
 
     /// The stored record of the job that ended at `end_ms` with key `key` (by the unique index:
@@ -774,6 +775,20 @@ impl ReadStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job by its key alone (a link without its end time) searches the sixteenth of an
+    /// index its key's first digit leads to, not every job's entry.
+    #[test]
+    fn a_job_by_its_key_alone_searches_a_sixteenth_of_an_index() {
+        let db = crate::WriteStore::in_memory().unwrap();
+        let plan = db.query_plan(&db.job_by_key_query(), &[&"0123456789abcdef"]);
+        assert!(
+            plan.iter()
+                .any(|step| step.starts_with("SEARCH") && step.contains("jobs_by_key_digit"))
+                && !plan.iter().any(|step| step.starts_with("SCAN")),
+            "{plan:?}"
+        );
+    }
 
     #[test]
     fn paths_become_uri_paths() {

@@ -404,4 +404,12 @@ pub const MIGRATIONS: &[&str] = &[
     ) WITHOUT ROWID;
     INSERT OR IGNORE INTO rollup_state SELECT 'stale', '' WHERE EXISTS (SELECT 1 FROM jobs);
 ",
+    // Task `pages` (issue 35 §3): a job by its key alone (a link without `?end=`, as the static
+    // site names its pages), without scanning every job's entry in `jobs_by_end` (1.7 s cold at
+    // 1M jobs). Keys are hashes: an index by key would take a random page per insert (what
+    // MIGRATIONS[4] removed); led by the key's first hex digit, new entries are appended at 16
+    // places, and a lookup reads a sixteenth of it.
+    "
+    CREATE INDEX jobs_by_key_digit ON jobs (substr(key, 1, 1), end_ms, key);
+",
 ];

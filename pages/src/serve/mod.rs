@@ -388,17 +388,23 @@ impl Pages {
             let Some((user, totals)) = users.iter().find(|(u, _)| user_slug(u) == slug) else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let digests =
-                mpistat_render::user::user_digests(db, &period, &self.config, Some(user))?;
+            let (user, mpi_ns, user_jobs) = (user.clone(), totals.mpi_ns, totals.jobs);
+            let digests = mpistat_render::user::user_digests_among(
+                db,
+                &period,
+                &self.config,
+                users,
+                Some(&user),
+            )?;
             let Some(digest) = digests.first() else {
                 return Ok(Reply::error(404, &format!("no jobs in {}", period.label)));
             };
-            let jobs = summary::user_jobs(db, user, &period, &listing)?;
+            let jobs = summary::user_jobs(db, &user, &period, &listing)?;
             return Ok(Reply::page(pages::user(
                 digest,
-                totals.mpi_ns,
+                mpi_ns,
                 &jobs,
-                totals.jobs,
+                user_jobs,
                 &listing,
                 &period.label,
                 below,
