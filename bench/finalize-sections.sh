@@ -11,8 +11,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+work=${MPISTAT_KEEP_DIR:-$(mktemp -d)}
+trap '[ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # A datagram socket that takes the record (a sender that finds none runs other code).
 python3 -c '
@@ -20,7 +20,7 @@ import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
 while True: s.recv(65536)' "$work/log.sock" &
 sink=$!
-trap 'kill $sink; rm -rf "$work"' EXIT
+trap 'kill $sink; [ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
 printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/site.toml"
 callgrind=(valgrind --tool=callgrind --demangle=no '--toggle-collect=*before_finalize*'
     '--dump-before=*release_init_pages*')
@@ -45,16 +45,19 @@ import glob, os, re, sys
 
 work = sys.argv[1]
 
-def functions(path, family):
-    """The functions of libmpistat_<family>.so in one callgrind profile part."""
-    names, tables, ob, cob = [], {'ob': {}, 'fn': {}}, None, None
+def functions(path, family, tables, state):
+    """The functions of libmpistat_<family>.so in one callgrind profile part. Callgrind names an
+    object or function once per process (`ob=(id) name`, elsewhere `ob=(id)`), in whichever part
+    it writes first: `tables` holds the names of all the process's parts ([`names`]). It also
+    leaves out `ob=` where the object is the one before, also across parts: `state` carries it
+    from one part to the next, in dump order."""
+    names, cob = [], None
+    ob = state.get('ob')
     for line in open(path, errors='replace'):
         m = re.match(r'^(c?)(ob|fn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
         if not m:
             continue
-        called, kind, key, name = m.groups()
-        if name is not None:
-            tables[kind][key] = name
+        called, kind, key, _ = m.groups()
         name = tables[kind].get(key)
         if kind == 'ob':
             if called: cob = name
@@ -63,9 +66,22 @@ def functions(path, family):
             obj = (cob or ob) if called else ob
             if called:
                 cob = None
-            if obj and f'libmpistat_{family}' in obj and not name.startswith(('MPI_', 'PMPI_')):
+            # Valgrind may not name the library the front loaded (`???`) in some parts.
+            ours = obj and (f'libmpistat_{family}' in obj or obj == '???')
+            if ours and not name.startswith(('MPI_', 'PMPI_', '0x')):
                 names.append(name)
+    state['ob'] = ob
     return names
+
+def names(paths):
+    """The object and function names that the callgrind files `paths` define, by id."""
+    tables = {'ob': {}, 'fn': {}}
+    for path in paths:
+        for line in open(path, errors='replace'):
+            m = re.match(r'^c?(ob|fn)=\((\d+)\) (.*)$', line.rstrip('\n'))
+            if m:
+                tables[m.group(1)][m.group(2)] = m.group(3)
+    return tables
 
 def pattern(name):
     name = re.sub(r'17h[0-9a-f]{16}E(\.llvm\.\d+)?$', '17h*', name)
@@ -73,12 +89,13 @@ def pattern(name):
     return re.sub(r'Cs[0-9A-Za-z]+_', 'Cs*_', name)
 
 def parts(family):
-    """Per rank (rank 0 first: the lower pid), its steps' profile parts in order."""
+    """Per rank (rank 0 first: the lower pid), the functions of each of its steps, in order."""
     ranks = []
     bases = [p for p in glob.glob(f'{work}/{family}/cg.*') if re.fullmatch(r'cg\.\d+', os.path.basename(p))]
     for base in sorted(bases, key=lambda p: int(p.rsplit('.', 1)[1])):
         steps = sorted(glob.glob(base + '.*'), key=lambda p: int(p.rsplit('.', 1)[1]))
-        ranks.append([s for s in steps if functions(s, family)] + [base])
+        tables, state = names(steps + [base]), {}
+        ranks.append([f for f in (functions(p, family, tables, state) for p in steps + [base]) if f])
     return ranks
 
 runs = {f: parts(f) for f in ('openmpi', 'mpich')}
@@ -89,16 +106,16 @@ def add(to, names, unless=()):
             to.append(n)
 # What a rank other than 0 runs, then what rank 0 runs besides its largest step (the record's
 # building and encoding), then that step.
-for family, ranks in runs.items():
+for ranks in runs.values():
     for steps in ranks[1:]:
-        for p in steps:
-            add(every, functions(p, family))
-for family, ranks in runs.items():
-    largest = max(ranks[0], key=lambda p: len(functions(p, family)))
-    for p in ranks[0]:
-        if p != largest:
-            add(rank0, functions(p, family), every)
-    add(encoding, functions(largest, family), every)
+        for names in steps:
+            add(every, names)
+for ranks in runs.values():
+    largest = max(range(len(ranks[0])), key=lambda i: len(ranks[0][i]))
+    for i, names in enumerate(ranks[0]):
+        if i != largest:
+            add(rank0, names, every)
+    add(encoding, ranks[0][largest], every)
 rank0 = [n for n in rank0 if n not in encoding]
 print('\n'.join(every + rank0))
 print('# from the next 64 KiB boundary')
