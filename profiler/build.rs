@@ -37,6 +37,13 @@ fn main() {
     let hot_ld = profiler.join("hot.ld");
     println!("cargo:rerun-if-changed={}", hot_ld.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", hot_ld.display());
+    // MPI_Finalize's code in one more 64 KiB-aligned section `.text.finalize` (see finalize.ld).
+    let finalize_ld = profiler.join("finalize.ld");
+    println!("cargo:rerun-if-changed={}", finalize_ld.display());
+    println!(
+        "cargo:rustc-cdylib-link-arg=-Wl,-T,{}",
+        finalize_ld.display()
+    );
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=65536");
     let dirs = family
         .include_dirs()

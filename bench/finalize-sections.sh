@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Makes profiler/finalize.ld's list again: the functions of the profiler that MPI_Finalize runs,
+# as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
+# both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
+# finalize.ld wants them: what a rank other than 0 runs, what rank 0 runs besides the record's
+# building and encoding, then (from the next 64 KiB boundary) that. Symbol hashes and crate disambiguators become
+# wildcards. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
+# -p mpistat-profiler-mpich) and valgrind; prints the list, one pattern a line:
+#
+#     bench/finalize-sections.sh > /tmp/list   # then replace the list in profiler/finalize.ld
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+lib=$root/target/release/libmpistat.so
+work=${MPISTAT_KEEP_DIR:-$(mktemp -d)}
+trap '[ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A datagram socket that takes the record (a sender that finds none runs other code).
+python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
+while True: s.recv(65536)' "$work/log.sock" &
+sink=$!
+trap 'kill $sink; [ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
+printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/site.toml"
+callgrind=(valgrind --tool=callgrind --demangle=no '--toggle-collect=*before_finalize*'
+    '--dump-before=*release_init_pages*')
+for family in openmpi mpich; do
+    mkdir -p "$work/$family"
+    "mpicc.$family" -O2 -o "$work/$family/fp" "$root/tests/programs/footprint.c"
+    case $family in
+    openmpi)
+        mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
+            -x "MPISTAT_CONFIG=$work/site.toml" "${callgrind[@]}" \
+            "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" >/dev/null 2>&1
+        ;;
+    mpich)
+        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/site.toml" \
+            "${callgrind[@]}" "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" \
+            >/dev/null 2>&1
+        ;;
+    esac
+done
+python3 - "$work" <<'EOF'
+import glob, os, re, sys
+
+work = sys.argv[1]
+
+def functions(path, family, tables, state):
+    """The functions of libmpistat_<family>.so in one callgrind profile part. Callgrind names an
+    object or function once per process (`ob=(id) name`, elsewhere `ob=(id)`), in whichever part
+    it writes first: `tables` holds the names of all the process's parts ([`names`]). It also
+    leaves out `ob=` where the object is the one before, also across parts: `state` carries it
+    from one part to the next, in dump order."""
+    names, cob = [], None
+    ob = state.get('ob')
+    for line in open(path, errors='replace'):
+        m = re.match(r'^(c?)(ob|fn)=\((\d+)\)(?: (.*))?$', line.rstrip('\n'))
+        if not m:
+            continue
+        called, kind, key, _ = m.groups()
+        name = tables[kind].get(key)
+        if kind == 'ob':
+            if called: cob = name
+            else: ob = name
+        else:
+            obj = (cob or ob) if called else ob
+            if called:
+                cob = None
+            # Valgrind may not name the library the front loaded (`???`) in some parts.
+            ours = obj and (f'libmpistat_{family}' in obj or obj == '???')
+            if ours and not name.startswith(('MPI_', 'PMPI_', '0x')):
+                names.append(name)
+    state['ob'] = ob
+    return names
+
+def names(paths):
+    """The object and function names that the callgrind files `paths` define, by id."""
+    tables = {'ob': {}, 'fn': {}}
+    for path in paths:
+        for line in open(path, errors='replace'):
+            m = re.match(r'^c?(ob|fn)=\((\d+)\) (.*)$', line.rstrip('\n'))
+            if m:
+                tables[m.group(1)][m.group(2)] = m.group(3)
+    return tables
+
+def pattern(name):
+    name = re.sub(r'17h[0-9a-f]{16}E(\.llvm\.\d+)?$', '17h*', name)
+    name = re.sub(r'\.llvm\.\d+$', '*', name)
+    return re.sub(r'Cs[0-9A-Za-z]+_', 'Cs*_', name)
+
+def parts(family):
+    """Per rank (rank 0 first: the lower pid), the functions of each of its steps, in order."""
+    ranks = []
+    bases = [p for p in glob.glob(f'{work}/{family}/cg.*') if re.fullmatch(r'cg\.\d+', os.path.basename(p))]
+    for base in sorted(bases, key=lambda p: int(p.rsplit('.', 1)[1])):
+        steps = sorted(glob.glob(base + '.*'), key=lambda p: int(p.rsplit('.', 1)[1]))
+        tables, state = names(steps + [base]), {}
+        ranks.append([f for f in (functions(p, family, tables, state) for p in steps + [base]) if f])
+    return ranks
+
+runs = {f: parts(f) for f in ('openmpi', 'mpich')}
+every, rank0, encoding = [], [], []
+def add(to, names, unless=()):
+    for n in map(pattern, names):
+        if n not in to and n not in unless:
+            to.append(n)
+# What a rank other than 0 runs, then what rank 0 runs besides its largest step (the record's
+# building and encoding), then that step.
+for ranks in runs.values():
+    for steps in ranks[1:]:
+        for names in steps:
+            add(every, names)
+for ranks in runs.values():
+    largest = max(range(len(ranks[0])), key=lambda i: len(ranks[0][i]))
+    for i, names in enumerate(ranks[0]):
+        if i != largest:
+            add(rank0, names, every)
+    add(encoding, ranks[0][largest], every)
+rank0 = [n for n in rank0 if n not in encoding]
+print('\n'.join(every + rank0))
+print('# from the next 64 KiB boundary')
+print('\n'.join(encoding))
+EOF
