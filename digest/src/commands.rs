@@ -50,6 +50,9 @@ pub fn ingest(
         return Ok(IngestOutcome::default());
     }
     let (config, mut db) = site::load_and_migrate(&options.database, err)?;
+    if !config.ingest.log_host.is_empty() {
+        db.set_position_host(&config.ingest.log_host);
+    }
     let defaults = ingest::Options::from_site(options.files.clone(), &config);
     let run = ingest::Options {
         batch_lines: options.batch_lines.unwrap_or(defaults.batch_lines),

@@ -779,3 +779,39 @@ fn an_analysis_is_stored_only_for_a_traced_job_of_its_sender() {
     assert!(rejected_kinds(&db).contains(&"orphan".to_string()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `[ingest] log_host` names whose read positions a run reads and saves: a run as another log
+/// host reads the same file again from its start (storing nothing twice), one as the same host
+/// resumes where it stopped, and the default is this machine's name (a host of its own here).
+#[test]
+fn the_log_host_setting_names_whose_read_positions_they_are() {
+    let dir = temp_dir("log-host");
+    let log = dir.join("records.log");
+    append_log(&log, &week_of_jobs(3));
+    let run = |host: Option<&str>| {
+        let config = dir.join("site.toml");
+        let setting = host.map_or(String::new(), |host| format!("log_host = {host:?}\n"));
+        std::fs::write(
+            &config,
+            format!("[ingest]\ncheck_user_names = false\n{setting}"),
+        )
+        .unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mpistat"))
+            .args(["ingest", "--config"])
+            .arg(&config)
+            .arg("--database")
+            .arg(dir.join("db.sqlite"))
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        let summary = err.lines().find(|line| line.contains(" files, ")).unwrap();
+        summary.split_once(" lines: ").unwrap().1.to_string()
+    };
+    assert_eq!(run(Some("loghost-a")), "3 records (3 new), 0 rejected");
+    assert_eq!(run(Some("loghost-a")), "0 records (0 new), 0 rejected");
+    assert_eq!(run(Some("loghost-b")), "3 records (0 new), 0 rejected");
+    assert_eq!(run(None), "3 records (0 new), 0 rejected");
+    assert_eq!(run(None), "0 records (0 new), 0 rejected");
+}

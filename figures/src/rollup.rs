@@ -513,16 +513,21 @@ impl Rollups {
                 OwnedUserRow::of(&totals, String::new())
             })?;
         }
-        for ((day, app), jobs) in self.apps {
-            tx.add_application_jobs(tables, day, &app, jobs)?;
-        }
+        let apps: Vec<_> = self
+            .apps
+            .iter()
+            .map(|((day, app), jobs)| (*day, app.as_str(), *jobs))
+            .collect();
+        tx.add_applications(tables, &apps)?;
         tx.put_criticals(tables, &self.critical)?;
-        for (hour, h) in self.hours {
-            tx.add_rollup_hour(tables, hour, &h)?;
-        }
-        for ((dimension, hour, name), g) in self.groups {
-            tx.add_rollup_hour_group(tables, dimension.name(), hour, &name, &g)?;
-        }
+        let hours: Vec<_> = self.hours.into_iter().collect();
+        tx.add_rollup_hours(tables, &hours)?;
+        let groups: Vec<_> = self
+            .groups
+            .iter()
+            .map(|((dimension, hour, name), g)| (dimension.name(), *hour, name.as_str(), *g))
+            .collect();
+        tx.add_rollup_hour_groups(tables, &groups)?;
         Ok(())
     }
 }

@@ -348,6 +348,10 @@ pub struct IngestConfig {
     /// clock: the two are stored as one job; one still alone after this is stored alone by the
     /// next ingest run (and its other half, if it comes later, is kept unstored).
     pub partial_grace_seconds: u64,
+    /// The log host whose files this ingest reads: its read positions are this host's
+    /// (several ingests into one database, one per log host, each resume their own). Empty:
+    /// this machine's name.
+    pub log_host: String,
 }
 
 impl Default for IngestConfig {
@@ -358,6 +362,7 @@ impl Default for IngestConfig {
             trusted_relays: Vec::new(),
             grace_seconds: 300,
             partial_grace_seconds: 600,
+            log_host: String::new(),
         }
     }
 }

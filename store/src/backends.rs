@@ -327,9 +327,9 @@ fn rollups_on_both_backends() {
                     tx.put_rollup_user_span(tables, Span::Week, 18_995, user, &row)
                         .unwrap();
                 }
-                tx.add_application_jobs(tables, day, "Solver", 2).unwrap();
-                tx.add_application_jobs(tables, day, "Solver", 3).unwrap();
-                tx.add_application_jobs(tables, day, "other", 1).unwrap();
+                tx.add_applications(tables, &[(day, "Solver", 2)]).unwrap();
+                tx.add_applications(tables, &[(day, "Solver", 3), (day, "other", 1)])
+                    .unwrap();
             }
             let hour = HourRow {
                 jobs: 2,
@@ -340,17 +340,21 @@ fn rollups_on_both_backends() {
                 imbalance_wall_ns: 3.0,
                 escalated_traces: 1,
             };
-            tx.add_rollup_hour(tables, 470_000, &hour).unwrap();
-            tx.add_rollup_hour(tables, 470_000, &hour).unwrap();
+            tx.add_rollup_hours(tables, &[(470_000, hour)]).unwrap();
+            tx.add_rollup_hours(tables, &[(470_000, hour), (470_001, hour)])
+                .unwrap();
             let group = GroupRow {
                 jobs: 1,
                 wall_ns: 2.0,
                 mpi_ns: 1.0,
             };
-            tx.add_rollup_hour_group(tables, "app", 470_000, "Solver", &group)
+            tx.add_rollup_hour_groups(tables, &[("app", 470_000, "Solver", group)])
                 .unwrap();
-            tx.add_rollup_hour_group(tables, "app", 470_000, "Solver", &group)
-                .unwrap();
+            let groups = [
+                ("app", 470_000, "Solver", group),
+                ("account", 470_000, "Solver", group),
+            ];
+            tx.add_rollup_hour_groups(tables, &groups).unwrap();
             // Many rows at once (one statement each on PostgreSQL): new, stored before, and the
             // day's detail.
             let row = |jobs: u64, detail: &'static str| UserRow {

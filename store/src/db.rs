@@ -16,6 +16,7 @@
 
 use crate::postgresql::message;
 use crate::{Error, PostgresUrl, Result};
+use postgres::binary_copy::BinaryCopyInWriter;
 use postgres::types::{ToSql as PgToSql, Type};
 use rusqlite::types::{FromSql, ToSqlOutput, Value, ValueRef};
 use rusqlite::{Connection, ToSql};
@@ -393,6 +394,22 @@ impl Postgres {
             .borrow_mut()
             .query(&statement, params)
             .map_err(pg_error)
+    }
+
+    /// Rows into a table by `copy` (a `COPY ... FROM STDIN (FORMAT binary)` of columns of
+    /// `types`), each written by `write`: no statement to plan, no array to take apart, the
+    /// table's pages filled many rows at a time. Returns how many rows went in. A `write` that
+    /// fails aborts the copy (and so the transaction).
+    pub(crate) fn copy_in(
+        &self,
+        copy: &str,
+        types: &[Type],
+        write: impl FnOnce(&mut BinaryCopyInWriter<'_>) -> std::result::Result<(), postgres::Error>,
+    ) -> Result<u64> {
+        let mut client = self.client.borrow_mut();
+        let mut writer = BinaryCopyInWriter::new(client.copy_in(copy).map_err(pg_error)?, types);
+        write(&mut writer).map_err(pg_error)?;
+        writer.finish().map_err(pg_error)
     }
 
     /// The prepared statement of `sql` (SQLite's text: placeholders become `$n`), prepared once.

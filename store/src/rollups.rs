@@ -117,6 +117,19 @@ fn pg_bigints(db: &Db, numbers: impl Iterator<Item = u64>) -> Option<Vec<i64>> {
     }
 }
 
+/// An hour's new sums (`excluded`) added to those stored (`t`) in `rollup_hours`.
+const HOUR_SUMS_ADDED: &str = "ON CONFLICT (hour) DO UPDATE SET jobs = t.jobs + excluded.jobs,
+         wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns,
+         imbalance_jobs = t.imbalance_jobs + excluded.imbalance_jobs,
+         imbalance_weighted = t.imbalance_weighted + excluded.imbalance_weighted,
+         imbalance_wall_ns = t.imbalance_wall_ns + excluded.imbalance_wall_ns,
+         escalated_traces = t.escalated_traces + excluded.escalated_traces";
+
+/// A group's new sums (`excluded`) added to those stored (`t`) in `rollup_hour_groups`.
+const GROUP_SUMS_ADDED: &str =
+    "ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = t.jobs + excluded.jobs,
+         wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns";
+
 /// Up to this many critical jobs in an interval are sorted by CPU time as read; more are read
 /// in the order of `critical_jobs_by_cpu`, skipping those of other intervals.
 const CRITICAL_SORTED_AS_READ: usize = 10_000;
@@ -673,14 +686,32 @@ impl WriteTx<'_> {
         Ok(())
     }
 
+    /// Add to each application's jobs on a day (`apps`: the day, the application and its new
+    /// jobs; each day and application once); on PostgreSQL in one round trip.
+    pub fn add_applications(&self, tables: Tables, apps: &[(u64, &str, u64)]) -> Result<()> {
+        let (Some(days), Some(jobs)) = (
+            pg_bigints(self.db, apps.iter().map(|(day, _, _)| *day)),
+            pg_bigints(self.db, apps.iter().map(|(_, _, jobs)| *jobs)),
+        ) else {
+            return apps.iter().try_for_each(|&(day, app, jobs)| {
+                self.add_application_jobs(tables, day, app, jobs)
+            });
+        };
+        let names: Vec<&str> = apps.iter().map(|(_, app, _)| *app).collect();
+        let sql = format!(
+            "INSERT INTO {} AS t (day, app, jobs)
+             SELECT * FROM unnest(?1::BIGINT[], ?2::TEXT[], ?3::BIGINT[])
+             ON CONFLICT (day, app) DO UPDATE SET jobs = t.jobs + excluded.jobs",
+            tables.name("rollup_apps")
+        );
+        self.db
+            .pg_session()?
+            .query_arrays(&sql, &[&days, &names, &jobs])?;
+        Ok(())
+    }
+
     /// Add `jobs` jobs of application `app` on `day`.
-    pub fn add_application_jobs(
-        &self,
-        tables: Tables,
-        day: u64,
-        app: &str,
-        jobs: u64,
-    ) -> Result<()> {
+    fn add_application_jobs(&self, tables: Tables, day: u64, app: &str, jobs: u64) -> Result<()> {
         let apps = tables.name("rollup_apps");
         self.db.execute(
             &format!(
@@ -692,20 +723,55 @@ impl WriteTx<'_> {
         Ok(())
     }
 
+    /// Add each of `hours` (an hour and its sums; each hour once) to the site's sums of that
+    /// hour in `tables`; on PostgreSQL in one round trip.
+    pub fn add_rollup_hours(&self, tables: Tables, hours: &[(u64, HourRow)]) -> Result<()> {
+        let (Some(numbers), Some(jobs), Some(imbalance_jobs), Some(traces)) = (
+            pg_bigints(self.db, hours.iter().map(|(hour, _)| *hour)),
+            pg_bigints(self.db, hours.iter().map(|(_, h)| h.jobs)),
+            pg_bigints(self.db, hours.iter().map(|(_, h)| h.imbalance_jobs)),
+            pg_bigints(self.db, hours.iter().map(|(_, h)| h.escalated_traces)),
+        ) else {
+            return hours
+                .iter()
+                .try_for_each(|(hour, sums)| self.add_rollup_hour(tables, *hour, sums));
+        };
+        let reals =
+            |of: fn(&HourRow) -> f64| -> Vec<f64> { hours.iter().map(|(_, h)| of(h)).collect() };
+        let sql = format!(
+            "INSERT INTO {} AS t (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
+                 imbalance_weighted, imbalance_wall_ns, escalated_traces)
+             SELECT * FROM unnest(?1::BIGINT[], ?2::BIGINT[], ?3::DOUBLE PRECISION[],
+                 ?4::DOUBLE PRECISION[], ?5::BIGINT[], ?6::DOUBLE PRECISION[],
+                 ?7::DOUBLE PRECISION[], ?8::BIGINT[])
+             {HOUR_SUMS_ADDED}",
+            tables.name("rollup_hours")
+        );
+        self.db.pg_session()?.query_arrays(
+            &sql,
+            &[
+                &numbers,
+                &jobs,
+                &reals(|h| h.wall_ns),
+                &reals(|h| h.mpi_ns),
+                &imbalance_jobs,
+                &reals(|h| h.imbalance_weighted),
+                &reals(|h| h.imbalance_wall_ns),
+                &traces,
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Add `sums` to the site's sums of `hour` in `tables`.
-    pub fn add_rollup_hour(&self, tables: Tables, hour: u64, sums: &HourRow) -> Result<()> {
+    fn add_rollup_hour(&self, tables: Tables, hour: u64, sums: &HourRow) -> Result<()> {
         let hours = tables.name("rollup_hours");
         self.db.execute(
             &format!(
                 "INSERT INTO {hours} AS t (hour, jobs, wall_ns, mpi_ns, imbalance_jobs,
                      imbalance_weighted, imbalance_wall_ns, escalated_traces)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (hour) DO UPDATE SET jobs = t.jobs + excluded.jobs,
-                     wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns,
-                     imbalance_jobs = t.imbalance_jobs + excluded.imbalance_jobs,
-                     imbalance_weighted = t.imbalance_weighted + excluded.imbalance_weighted,
-                     imbalance_wall_ns = t.imbalance_wall_ns + excluded.imbalance_wall_ns,
-                     escalated_traces = t.escalated_traces + excluded.escalated_traces"
+                 {HOUR_SUMS_ADDED}"
             ),
             params![
                 hour,
@@ -721,8 +787,41 @@ impl WriteTx<'_> {
         Ok(())
     }
 
+    /// Add each of `groups` (a dimension's name, an hour, a name of that dimension and its
+    /// sums; each dimension, hour and name once) to the sums of that name in `tables`; on
+    /// PostgreSQL in one round trip.
+    pub fn add_rollup_hour_groups(
+        &self,
+        tables: Tables,
+        groups: &[(&str, u64, &str, GroupRow)],
+    ) -> Result<()> {
+        let (Some(hours), Some(jobs)) = (
+            pg_bigints(self.db, groups.iter().map(|(_, hour, _, _)| *hour)),
+            pg_bigints(self.db, groups.iter().map(|(_, _, _, g)| g.jobs)),
+        ) else {
+            return groups.iter().try_for_each(|(dimension, hour, name, sums)| {
+                self.add_rollup_hour_group(tables, dimension, *hour, name, sums)
+            });
+        };
+        let dimensions: Vec<&str> = groups.iter().map(|(dimension, ..)| *dimension).collect();
+        let names: Vec<&str> = groups.iter().map(|(_, _, name, _)| *name).collect();
+        let wall: Vec<f64> = groups.iter().map(|(.., g)| g.wall_ns).collect();
+        let mpi: Vec<f64> = groups.iter().map(|(.., g)| g.mpi_ns).collect();
+        let sql = format!(
+            "INSERT INTO {} AS t (dimension, hour, name, jobs, wall_ns, mpi_ns)
+             SELECT * FROM unnest(?1::TEXT[], ?2::BIGINT[], ?3::TEXT[], ?4::BIGINT[],
+                 ?5::DOUBLE PRECISION[], ?6::DOUBLE PRECISION[])
+             {GROUP_SUMS_ADDED}",
+            tables.name("rollup_hour_groups")
+        );
+        self.db
+            .pg_session()?
+            .query_arrays(&sql, &[&dimensions, &hours, &names, &jobs, &wall, &mpi])?;
+        Ok(())
+    }
+
     /// Add `sums` to those of `name` of `dimension` (its name) in `hour` in `tables`.
-    pub fn add_rollup_hour_group(
+    fn add_rollup_hour_group(
         &self,
         tables: Tables,
         dimension: &str,
@@ -735,8 +834,7 @@ impl WriteTx<'_> {
             &format!(
                 "INSERT INTO {groups} AS t (dimension, hour, name, jobs, wall_ns, mpi_ns)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (dimension, hour, name) DO UPDATE SET jobs = t.jobs + excluded.jobs,
-                     wall_ns = t.wall_ns + excluded.wall_ns, mpi_ns = t.mpi_ns + excluded.mpi_ns"
+                 {GROUP_SUMS_ADDED}"
             ),
             params![dimension, hour, name, sums.jobs, sums.wall_ns, sums.mpi_ns],
         )?;

@@ -10,8 +10,9 @@ use crate::{
 };
 use mpistat_record::model::stored_key;
 use mpistat_record::{AnalysisRecord, JobIndex};
+use postgres::types::Type;
 use rusqlite::{params, Connection, OpenFlags};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -262,8 +263,17 @@ impl WriteStore {
     }
 
     /// The escalation rules have looked at these jobs (and their traces are analysed, if any).
+    /// On PostgreSQL in one statement (a busy site's run queues tens of thousands).
     pub fn unqueue(&self, ids: impl IntoIterator<Item = i64>) -> Result<()> {
         let db = &self.reader.db;
+        if let Db::Postgres(pg) = db {
+            let ids: Vec<i64> = ids.into_iter().collect();
+            pg.query_arrays(
+                "DELETE FROM escalation_queue WHERE id = ANY(?1::BIGINT[])",
+                &[&ids],
+            )?;
+            return Ok(());
+        }
         db.atomically(|| {
             for id in ids {
                 db.execute("DELETE FROM escalation_queue WHERE id = ?1", &[&id])?;
@@ -462,31 +472,64 @@ macro_rules! insert_job {
 const INSERT_JOB: &str = insert_job!();
 const INSERT_JOB_RETURNING_ID: &str = concat!(insert_job!(), " RETURNING id");
 
-/// PostgreSQL's [`INSERT_JOB`] of many jobs: a column's values in an array each, in the order
-/// of [`JobColumns::params`]; the new rows' ids, ends and keys come back.
-const INSERT_JOBS_UNNEST: &str = r#"INSERT INTO jobs (key, uid, "user", job_id, exe, ranks,
-         start_ms, end_ms, wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid,
-         wall_ns_max, critical_path_ns, work_sum_ns, traced, app, origin)
-     SELECT key, uid, "user", job_id, exe, ranks, start_ms, end_ms, wall_ns_sum, mpi_ns_sum,
-         partial, record, model_version, host, pid, wall_ns_max, critical_path_ns, work_sum_ns,
-         traced, app, origin
-     FROM unnest(?1::TEXT[], ?2::BIGINT[], ?3::TEXT[], ?4::TEXT[], ?5::TEXT[], ?6::BIGINT[],
-         ?7::BIGINT[], ?8::BIGINT[], ?9::BIGINT[], ?10::BIGINT[], ?11::TEXT[], ?12::BYTEA[],
-         ?13::BIGINT[], ?14::TEXT[], ?15::BIGINT[], ?16::BIGINT[], ?17::BIGINT[], ?18::BIGINT[],
-         ?19::TEXT[], ?20::TEXT[], ?21::TEXT[])
-         WITH ORDINALITY AS new (key, uid, "user", job_id, exe, ranks, start_ms, end_ms,
-             wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max,
-             critical_path_ns, work_sum_ns, traced, app, origin, n)
-     ORDER BY n
-     ON CONFLICT DO NOTHING
-     RETURNING id, end_ms, key"#;
+/// Which of a batch's jobs (their ends and keys, in arrays) are stored already: their
+/// positions in the batch (from 1). Each looked up in `jobs_by_end` (the `LIMIT` keeps the
+/// planner from reading the whole table into a hash for a big batch).
+const STORED_OF_BATCH: &str = "SELECT k.n FROM unnest(?1::BIGINT[], ?2::TEXT[])
+         WITH ORDINALITY AS k (end_ms, key, n),
+     LATERAL (SELECT 1 FROM jobs WHERE jobs.end_ms = k.end_ms AND jobs.key = k.key LIMIT 1) AS s";
+
+/// The ids of `?1` new jobs, in arrival order, from the sequence of `jobs.id`'s identity (as
+/// an insert takes them; PostgreSQL names it `jobs_id_seq`). Named, not looked up with
+/// `pg_get_serial_sequence` per row: ten times faster.
+const NEXT_JOB_IDS: &str =
+    "SELECT nextval('jobs_id_seq'::regclass) FROM generate_series(1, ?1::BIGINT)";
+
+/// PostgreSQL's [`INSERT_JOB`] of many new jobs, each a row of [`JobColumns::row`] with the id
+/// [`NEXT_JOB_IDS`] gave it.
+const COPY_JOBS: &str = r#"COPY jobs (id, key, uid, "user", job_id, exe, ranks, start_ms, end_ms,
+         wall_ns_sum, mpi_ns_sum, partial, record, model_version, host, pid, wall_ns_max,
+         critical_path_ns, work_sum_ns, traced, app, origin)
+     FROM STDIN (FORMAT binary)"#;
+
+/// The types of [`COPY_JOBS`]' columns.
+const COPY_JOBS_TYPES: [Type; 22] = [
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::BYTEA,
+    Type::INT8,
+    Type::TEXT,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::INT8,
+    Type::TEXT,
+    Type::TEXT,
+    Type::TEXT,
+];
+
+/// Jobs meeting the escalation rule, counted per hour, as [`WriteTx::count_rule_job`] counts
+/// one: the hours and their counts in arrays.
+const RULE_HOURS_UNNEST: &str = "INSERT INTO escalation_rule_hours AS t (hour, jobs)
+     SELECT * FROM unnest(?1::BIGINT[], ?2::BIGINT[])
+     ON CONFLICT (hour) DO UPDATE SET jobs = t.jobs + excluded.jobs";
 
 /// PostgreSQL's escalation queue entries of many new jobs, as [`EscalationColumns::params`].
 const QUEUE_UNNEST: &str = "INSERT INTO escalation_queue (id, uid, app, traced)
      SELECT * FROM unnest(?1::BIGINT[], ?2::BIGINT[], ?3::TEXT[], ?4::BIGINT[])
      ON CONFLICT DO NOTHING";
 
-/// Jobs' columns as [`INSERT_JOBS_UNNEST`] takes them.
+/// Jobs' columns: [`JobColumns::row`] as [`COPY_JOBS`] takes it.
 struct JobColumns<'a> {
     key: Vec<&'a str>,
     uid: Vec<i64>,
@@ -571,29 +614,31 @@ impl<'a> JobColumns<'a> {
         Some(c)
     }
 
-    fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 21] {
+    /// Job `i`'s row for [`COPY_JOBS`], with its `id`.
+    fn row<'r>(&'r self, i: usize, id: &'r i64) -> [&'r (dyn postgres::types::ToSql + Sync); 22] {
         [
-            &self.key,
-            &self.uid,
-            &self.user,
-            &self.job_id,
-            &self.exe,
-            &self.ranks,
-            &self.start_ms,
-            &self.end_ms,
-            &self.wall_ns_sum,
-            &self.mpi_ns_sum,
-            &self.partial,
-            &self.record,
-            &self.model_version,
-            &self.host,
-            &self.pid,
-            &self.wall_ns_max,
-            &self.critical_path_ns,
-            &self.work_sum_ns,
-            &self.traced,
-            &self.app,
-            &self.origin,
+            id,
+            &self.key[i],
+            &self.uid[i],
+            &self.user[i],
+            &self.job_id[i],
+            &self.exe[i],
+            &self.ranks[i],
+            &self.start_ms[i],
+            &self.end_ms[i],
+            &self.wall_ns_sum[i],
+            &self.mpi_ns_sum[i],
+            &self.partial[i],
+            &self.record[i],
+            &self.model_version[i],
+            &self.host[i],
+            &self.pid[i],
+            &self.wall_ns_max[i],
+            &self.critical_path_ns[i],
+            &self.work_sum_ns[i],
+            &self.traced[i],
+            &self.app[i],
+            &self.origin[i],
         ]
     }
 }
@@ -686,37 +731,72 @@ impl<'conn> WriteTx<'conn> {
     }
 
     /// Store jobs as [`WriteTx::insert_job`] stores each, in order (of a job there twice, the
-    /// first is the new one). On PostgreSQL the jobs go in one statement and their escalation
-    /// queue entries in another, a round trip for all of them instead of one or two each
-    /// (ingest's batches are tens of thousands of jobs); only those not new are looked at one by
-    /// one. A value past PostgreSQL's BIGINT takes the way of one job at a time, which refuses it.
+    /// first is the new one). On PostgreSQL, in a few round trips for all of them instead of one
+    /// or two each (ingest's batches are tens of thousands of jobs): which are stored already
+    /// ([`STORED_OF_BATCH`]), the new ones' ids ([`NEXT_JOB_IDS`]), the new ones themselves
+    /// ([`COPY_JOBS`]), their escalation queue entries and their hours' rule counts; only those
+    /// not new are looked at one by one. The write transaction's lock
+    /// ([`crate::db::Begin::Immediate`]) keeps another writer from storing one of them in
+    /// between. A value past PostgreSQL's BIGINT takes the way of one job at a time, which
+    /// refuses it.
     pub fn insert_jobs(&self, jobs: &[JobRow]) -> Result<Vec<Inserted>> {
         let (Db::Postgres(pg), Some(columns)) = (self.db, JobColumns::of(jobs)) else {
             return jobs.iter().map(|job| self.insert_job(job)).collect();
         };
-        let mut ids: HashMap<(i64, String), i64> = HashMap::new();
-        for row in pg.query_arrays(INSERT_JOBS_UNNEST, &columns.params())? {
-            ids.insert((row.get(1), row.get(2)), row.get(0));
+        let mut new = vec![true; jobs.len()];
+        let stored = pg.query_arrays(STORED_OF_BATCH, &[&columns.end_ms, &columns.key])?;
+        for row in stored {
+            new[usize::try_from(row.get::<_, i64>(0) - 1).expect("a position in the batch")] =
+                false;
         }
-        let mut inserted = Vec::with_capacity(jobs.len());
+        let mut first: HashSet<(i64, &str)> = HashSet::with_capacity(jobs.len());
+        for (i, new) in new.iter_mut().enumerate() {
+            *new = *new && first.insert((columns.end_ms[i], columns.key[i]));
+        }
+        let count = new.iter().filter(|new| **new).count() as i64;
+        let ids: Vec<i64> = pg
+            .query_arrays(NEXT_JOB_IDS, &[&count])?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let mut ids = ids.into_iter();
         let mut queued = EscalationColumns::default();
-        for (job, end_ms) in jobs.iter().zip(&columns.end_ms) {
-            let Some(id) = ids.remove(&(*end_ms, job.key.clone())) else {
-                inserted.push(self.insert_job(job)?);
+        let mut rule_hours: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut new_rows = Vec::with_capacity(ids.len());
+        for (i, job) in jobs.iter().enumerate() {
+            if !new[i] {
                 continue;
-            };
+            }
+            let id = ids.next().expect("an id for every new job");
+            new_rows.push((i, id));
             if job.look {
                 queued.push(id, &job.index);
             }
             if job.meets_rule {
-                self.count_rule_job(&job.index)?;
+                *rule_hours
+                    .entry(columns.end_ms[i] / crate::rollups::HOUR_MS as i64)
+                    .or_default() += 1;
             }
-            inserted.push(Inserted::New);
         }
+        pg.copy_in(COPY_JOBS, &COPY_JOBS_TYPES, |writer| {
+            new_rows
+                .iter()
+                .try_for_each(|(i, id)| writer.write(&columns.row(*i, id)))
+        })?;
         if !queued.ids.is_empty() {
             pg.query_arrays(QUEUE_UNNEST, &queued.params())?;
         }
-        Ok(inserted)
+        if !rule_hours.is_empty() {
+            let (hours, counts): (Vec<i64>, Vec<i64>) = rule_hours.into_iter().unzip();
+            pg.query_arrays(RULE_HOURS_UNNEST, &[&hours, &counts])?;
+        }
+        jobs.iter()
+            .zip(new)
+            .map(|(job, new)| match new {
+                true => Ok(Inserted::New),
+                false => self.insert_job(job),
+            })
+            .collect()
     }
 
     /// Count a job meeting the escalation rule in its hour.
