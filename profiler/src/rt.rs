@@ -27,14 +27,21 @@ pub fn plain_here() -> bool {
 /// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
 /// be), or, for the counting copy (which runs on the thread that called `MPI_Init` only:
 /// [`plain_here`] held), the resolved one, else `None`, and the counting copy hands the call to
-/// the general one. So the
-/// counting copy calls nothing before the real call (no lookup, no thread-local lookup): the
-/// caller's arguments stay in their registers, and only what the call's end needs is kept in
-/// callee-saved ones (bench/instructions.sh). Other threads' calls take the general copy.
+/// the general one. So the counting copy calls nothing before the real call (no lookup, no
+/// thread-local lookup): the caller's arguments stay in their registers, and only what the
+/// call's end needs is kept in callee-saved ones (bench/instructions.sh). Other threads' calls
+/// take the general copy. A `hot` routine's (a constant) is not even tested: it is resolved
+/// whenever a counting copy runs ([`crate::next::Next::claimed`]).
 #[inline(always)]
-pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
+pub fn next_for(
+    next: &crate::next::Next,
+    general: bool,
+    hot: bool,
+) -> Option<*mut std::ffi::c_void> {
     if general {
         Some(next.get())
+    } else if hot {
+        Some(next.claimed())
     } else {
         next.resolved()
     }
@@ -56,7 +63,7 @@ pub fn enter(via_pmpi: bool, general: bool) -> Option<Call> {
     let thread = if general {
         this_thread()
     } else {
-        MAIN_STATE.load(Relaxed).cast_const()
+        MAIN_STATE.get()
     };
     // SAFETY: as in `Call::thread`.
     let depth = unsafe { &(*thread).depth };
@@ -271,18 +278,15 @@ pub fn steady(
     comm: MPI_Comm,
     superstep: bool,
 ) -> Option<*mut std::ffi::c_void> {
-    let next = next.resolved()?;
-    let thread = main_state();
-    if thread.depth.get() != 0 {
+    // Each test a branch of its own to the unsteady copy, in this order
+    // ([`crate::traffic::tested`]).
+    let steady = crate::traffic::tested(main_state().depth.get() == 0)
+        && crate::traffic::steady(&main_table().routines[id], traffic, comm)
+        && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)));
+    if !steady {
         return None;
     }
-    if !crate::traffic::steady(&main_table().routines[id], traffic, comm) {
-        return None;
-    }
-    if superstep && !crate::superstep::steady(comm) {
-        return None;
-    }
-    Some(next)
+    Some(next.claimed())
 }
 
 /// Start a call that [`steady`] let through: the thread is inside MPI from here.
@@ -297,12 +301,10 @@ pub fn enter_steady(via_pmpi: bool) -> Steady {
     }
 }
 
-/// The main thread's state, on the main thread (after [`on_main_thread`] held): read again
-/// where it is needed rather than kept in a register across the real call.
+/// The main thread's state, on the main thread ([`plain_here`] held): at a fixed address.
 #[inline(always)]
 fn main_state() -> &'static ThreadState {
-    // SAFETY: as in `Call::thread` (the claimed thread's own state, read on that thread).
-    unsafe { &*MAIN_STATE.load(Relaxed) }
+    MAIN_STATE.get()
 }
 
 /// Finish a call that [`enter_steady`] started, of routine `id` that returned `rc`, and return

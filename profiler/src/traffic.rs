@@ -93,6 +93,9 @@ pub enum Traffic {
 /// routine's memo keeps in-place calls apart from the others.
 #[inline(always)]
 pub fn in_place(count: MPI_Count) -> MPI_Count {
+    // Marked the rarer form: the wrappers then branch on `MPI_IN_PLACE` instead of choosing the
+    // count with `sete`, `neg` and `xor` on every call (bench/instructions.sh).
+    std::hint::cold_path();
     !count
 }
 
@@ -526,16 +529,34 @@ impl Memo {
         peer: c_int,
         comm: MPI_Comm,
     ) -> bool {
+        // Each compare a branch of its own, in this order ([`tested`]).
         // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
-            *self.datatype.as_ptr() == datatype.key()
-                && *self.count.as_ptr() == count
-                && (peer == NO_PEER || *self.peer.as_ptr() == peer)
-                && *self.comm.as_ptr() == comm.key()
-                && *self.generation.as_ptr() == generation()
+            tested(*self.datatype.as_ptr() == datatype.key())
+                && tested(*self.count.as_ptr() == count)
+                && tested(peer == NO_PEER || *self.peer.as_ptr() == peer)
+                && tested(*self.comm.as_ptr() == comm.key())
+                && tested(*self.generation.as_ptr() == generation())
         }
     }
+}
+
+/// `same`, as a branch of its own before anything after it is read: a steady path's tests
+/// ([`Memo::holds_own`], `rt::steady`), each one compare with the value in memory and one
+/// branch, taken rarely. Left alone, the compiler reads ahead and joins them with `sete`,
+/// `test` and `and` (their reads need no test before them), about one instruction more a test.
+/// The empty `asm!` reads nothing but is not known not to, so nothing read after it moves
+/// before it; it adds no instruction.
+#[inline(always)]
+pub fn tested(same: bool) -> bool {
+    if !same {
+        std::hint::cold_path();
+        return false;
+    }
+    // SAFETY: an empty asm: no instruction, no effect.
+    unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+    true
 }
 
 /// The current [`GENERATION`] (never 0).

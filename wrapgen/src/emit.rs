@@ -483,9 +483,10 @@ fn wrapper(
     // The counting copy hands what it does not take (another thread, a routine not looked up)
     // to the general copy before anything else, hooks included (`rt::next_for`).
     let general = format!("general_{name}");
+    let hot = row.semantics.hot;
     writeln!(
         out,
-        "    let Some(next) = rt::next_for(&{next_static}, general) else {{ return {general}({}) }};",
+        "    let Some(next) = rt::next_for(&{next_static}, general, {hot}) else {{ return {general}({}) }};",
         then("via_pmpi")
     )
     .unwrap();
@@ -865,7 +866,21 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
     for row in rows.iter().filter(|r| r.has_wrapper()) {
         writeln!(out, "    NEXT_{}.prefetch();", row.prototype.name).unwrap();
     }
-    out.push_str("}\n");
+    out.push_str(
+        "}\n\n/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then\n\
+         /// does `MPI_Init` claim its thread for the counting copies, which then call a hot\n\
+         /// routine's real one unchecked ([`Next::claimed`]).\n\
+         pub fn hot_resolved() -> bool {\n    true",
+    );
+    for row in rows.iter().filter(|r| r.has_wrapper() && r.semantics.hot) {
+        write!(
+            out,
+            "\n        && NEXT_{}.resolved().is_some()",
+            row.prototype.name
+        )
+        .unwrap();
+    }
+    out.push_str("\n}\n");
     out
 }
 
