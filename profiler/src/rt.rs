@@ -261,8 +261,8 @@ pub struct Steady {
     t0: u64,
 }
 
-/// Whether a counting copy's call is one of its routine's steady state, and if so the real
-/// routine: on the thread that called `MPI_Init`, outermost, with its routine's last key
+/// Whether a counting copy's call is one of its routine's steady state (its real routine is
+/// then [`crate::next::Next::claimed`]): on the thread that called `MPI_Init`, outermost, with its routine's last key
 /// ([`crate::traffic::steady`]: what its bytes come to is known before the call) and, for a
 /// synchronising collective (`superstep`, a constant), on `MPI_COMM_WORLD` below
 /// `MPI_THREAD_MULTIPLE` ([`crate::superstep::steady`]). All of it is tested before the call,
@@ -272,21 +272,17 @@ pub struct Steady {
 /// pushes, six pops and their moves). Every other call takes the counting copy as before.
 #[inline(always)]
 pub fn steady(
-    next: &crate::next::Next,
     id: RoutineId,
     traffic: Traffic,
     comm: MPI_Comm,
     superstep: bool,
-) -> Option<*mut std::ffi::c_void> {
+    int_count: bool,
+) -> bool {
     // Each test a branch of its own to the unsteady copy, in this order
     // ([`crate::traffic::tested`]).
-    let steady = crate::traffic::tested(main_state().depth.get() == 0)
-        && crate::traffic::steady(&main_table().routines[id], traffic, comm)
-        && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)));
-    if !steady {
-        return None;
-    }
-    Some(next.claimed())
+    crate::traffic::tested(main_state().depth.get() == 0)
+        && crate::traffic::steady(&main_table().routines[id], traffic, comm, int_count)
+        && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)))
 }
 
 /// Start a call that [`steady`] let through: the thread is inside MPI from here.
@@ -323,9 +319,11 @@ pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superste
         if memo {
             crate::traffic::add_steady(&table.routines[id]);
         }
-        let mpi_now = table.mpi_ticks.load(Relaxed);
-        if superstep && !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
-            return end_steady_unbatched(call.t0, t1, mpi_now, id);
+        if superstep {
+            let mpi_now = table.mpi_ticks.load(Relaxed);
+            if !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
+                return end_steady_unbatched(call.t0, t1, mpi_now, id);
+            }
         }
     }
     main_state().depth.set(0);

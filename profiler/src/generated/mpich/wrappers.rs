@@ -1115,16 +1115,21 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1138,9 +1143,9 @@ pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MP
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_PMPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1292,16 +1297,21 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -1315,9 +1325,9 @@ pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: M
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_PMPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -3198,16 +3208,21 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -3221,9 +3236,9 @@ pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -3371,16 +3386,21 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -3394,9 +3414,9 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -3428,16 +3448,21 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -3451,9 +3476,9 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -3485,16 +3510,21 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -3508,9 +3538,9 @@ pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -3542,16 +3572,21 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -3565,9 +3600,9 @@ pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -3759,9 +3794,9 @@ unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_i
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -3775,9 +3810,9 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -3858,9 +3893,9 @@ unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datat
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -3874,9 +3909,9 @@ pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -3908,16 +3943,21 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -3931,9 +3971,9 @@ pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype:
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_PMPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -4557,16 +4597,21 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -4580,9 +4625,9 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -4614,16 +4659,21 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -4637,9 +4687,9 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -4930,16 +4980,21 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
@@ -4953,9 +5008,9 @@ pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, s
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
