@@ -351,7 +351,7 @@ mod tests {
             claim_main_thread();
             let fast_path = on_main_thread();
             claimed_tx
-                .send((fast_path, this_thread() == MAIN_STATE.get() as *const _))
+                .send((fast_path, std::ptr::eq(this_thread(), MAIN_STATE.get())))
                 .unwrap();
             done_rx.recv().unwrap();
         });

@@ -908,17 +908,12 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
         "}\n\n/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then\n\
          /// does `MPI_Init` claim its thread for the counting copies, which then call a hot\n\
          /// routine's real one unchecked ([`Next::claimed`]).\n\
-         pub fn hot_resolved() -> bool {\n    true",
+         pub fn hot_resolved() -> bool {\n    [",
     );
     for row in rows.iter().filter(|r| r.has_wrapper() && r.semantics.hot) {
-        write!(
-            out,
-            "\n        && NEXT_{}.resolved().is_some()",
-            row.prototype.name
-        )
-        .unwrap();
+        write!(out, "\n        &NEXT_{},", row.prototype.name).unwrap();
     }
-    out.push_str("\n}\n");
+    out.push_str("\n    ]\n    .iter()\n    .all(|next| next.resolved().is_some())\n}\n");
     out
 }
 

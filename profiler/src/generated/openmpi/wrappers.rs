@@ -15114,47 +15114,50 @@ pub fn prefetch_all() {
 /// does `MPI_Init` claim its thread for the counting copies, which then call a hot
 /// routine's real one unchecked ([`Next::claimed`]).
 pub fn hot_resolved() -> bool {
-    true
-        && NEXT_MPI_Get_count.resolved().is_some()
-        && NEXT_MPI_Iprobe.resolved().is_some()
-        && NEXT_MPI_Irecv.resolved().is_some()
-        && NEXT_MPI_Isend.resolved().is_some()
-        && NEXT_MPI_Probe.resolved().is_some()
-        && NEXT_MPI_Recv.resolved().is_some()
-        && NEXT_MPI_Send.resolved().is_some()
-        && NEXT_MPI_Sendrecv.resolved().is_some()
-        && NEXT_MPI_Ssend.resolved().is_some()
-        && NEXT_MPI_Start.resolved().is_some()
-        && NEXT_MPI_Startall.resolved().is_some()
-        && NEXT_MPI_Testall.resolved().is_some()
-        && NEXT_MPI_Testany.resolved().is_some()
-        && NEXT_MPI_Test.resolved().is_some()
-        && NEXT_MPI_Waitall.resolved().is_some()
-        && NEXT_MPI_Waitany.resolved().is_some()
-        && NEXT_MPI_Wait.resolved().is_some()
-        && NEXT_MPI_Allgather.resolved().is_some()
-        && NEXT_MPI_Allgatherv.resolved().is_some()
-        && NEXT_MPI_Allreduce.resolved().is_some()
-        && NEXT_MPI_Iallreduce.resolved().is_some()
-        && NEXT_MPI_Alltoall.resolved().is_some()
-        && NEXT_MPI_Ialltoall.resolved().is_some()
-        && NEXT_MPI_Alltoallv.resolved().is_some()
-        && NEXT_MPI_Barrier.resolved().is_some()
-        && NEXT_MPI_Ibarrier.resolved().is_some()
-        && NEXT_MPI_Bcast.resolved().is_some()
-        && NEXT_MPI_Ibcast.resolved().is_some()
-        && NEXT_MPI_Reduce.resolved().is_some()
-        && NEXT_MPI_Ireduce.resolved().is_some()
-        && NEXT_MPI_Scatter.resolved().is_some()
-        && NEXT_MPI_Get.resolved().is_some()
-        && NEXT_MPI_Put.resolved().is_some()
-        && NEXT_MPI_Win_fence.resolved().is_some()
-        && NEXT_MPI_Win_flush.resolved().is_some()
-        && NEXT_MPI_Win_lock.resolved().is_some()
-        && NEXT_MPI_Win_unlock.resolved().is_some()
-        && NEXT_MPI_Comm_rank.resolved().is_some()
-        && NEXT_MPI_Comm_size.resolved().is_some()
-        && NEXT_MPI_Init.resolved().is_some()
-        && NEXT_MPI_Init_thread.resolved().is_some()
-        && NEXT_MPI_Wtime.resolved().is_some()
+    [
+        &NEXT_MPI_Get_count,
+        &NEXT_MPI_Iprobe,
+        &NEXT_MPI_Irecv,
+        &NEXT_MPI_Isend,
+        &NEXT_MPI_Probe,
+        &NEXT_MPI_Recv,
+        &NEXT_MPI_Send,
+        &NEXT_MPI_Sendrecv,
+        &NEXT_MPI_Ssend,
+        &NEXT_MPI_Start,
+        &NEXT_MPI_Startall,
+        &NEXT_MPI_Testall,
+        &NEXT_MPI_Testany,
+        &NEXT_MPI_Test,
+        &NEXT_MPI_Waitall,
+        &NEXT_MPI_Waitany,
+        &NEXT_MPI_Wait,
+        &NEXT_MPI_Allgather,
+        &NEXT_MPI_Allgatherv,
+        &NEXT_MPI_Allreduce,
+        &NEXT_MPI_Iallreduce,
+        &NEXT_MPI_Alltoall,
+        &NEXT_MPI_Ialltoall,
+        &NEXT_MPI_Alltoallv,
+        &NEXT_MPI_Barrier,
+        &NEXT_MPI_Ibarrier,
+        &NEXT_MPI_Bcast,
+        &NEXT_MPI_Ibcast,
+        &NEXT_MPI_Reduce,
+        &NEXT_MPI_Ireduce,
+        &NEXT_MPI_Scatter,
+        &NEXT_MPI_Get,
+        &NEXT_MPI_Put,
+        &NEXT_MPI_Win_fence,
+        &NEXT_MPI_Win_flush,
+        &NEXT_MPI_Win_lock,
+        &NEXT_MPI_Win_unlock,
+        &NEXT_MPI_Comm_rank,
+        &NEXT_MPI_Comm_size,
+        &NEXT_MPI_Init,
+        &NEXT_MPI_Init_thread,
+        &NEXT_MPI_Wtime,
+    ]
+    .iter()
+    .all(|next| next.resolved().is_some())
 }
