@@ -72,6 +72,9 @@ fn with_job<R>(f: impl FnOnce(&mut Job) -> R) -> Option<R> {
 /// used only for starting up were released ([`crate::footprint`]).
 #[link_section = ".text.hot.mpistat"]
 pub fn after_init(rc: c_int, provided: c_int, via_pmpi: bool, argc: *const c_int) {
+    if crate::generated::wrappers::hot_resolved() {
+        crate::threads::claim_main_thread();
+    }
     if rc != 0 || !ENABLED.load(Relaxed) {
         return;
     }
@@ -175,7 +178,7 @@ fn set_up_before_init() {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
-        crate::threads::claim_main_thread();
+        crate::threads::give_main_table();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {
             p.rate_start = Some(Anchor::now());

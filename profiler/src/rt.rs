@@ -27,14 +27,21 @@ pub fn plain_here() -> bool {
 /// The real routine behind `next` for a wrapper's copy: the general copy's (looked up if need
 /// be), or, for the counting copy (which runs on the thread that called `MPI_Init` only:
 /// [`plain_here`] held), the resolved one, else `None`, and the counting copy hands the call to
-/// the general one. So the
-/// counting copy calls nothing before the real call (no lookup, no thread-local lookup): the
-/// caller's arguments stay in their registers, and only what the call's end needs is kept in
-/// callee-saved ones (bench/instructions.sh). Other threads' calls take the general copy.
+/// the general one. So the counting copy calls nothing before the real call (no lookup, no
+/// thread-local lookup): the caller's arguments stay in their registers, and only what the
+/// call's end needs is kept in callee-saved ones (bench/instructions.sh). Other threads' calls
+/// take the general copy. A `hot` routine's (a constant) is not even tested: it is resolved
+/// whenever a counting copy runs ([`crate::next::Next::claimed`]).
 #[inline(always)]
-pub fn next_for(next: &crate::next::Next, general: bool) -> Option<*mut std::ffi::c_void> {
+pub fn next_for(
+    next: &crate::next::Next,
+    general: bool,
+    hot: bool,
+) -> Option<*mut std::ffi::c_void> {
     if general {
         Some(next.get())
+    } else if hot {
+        Some(next.claimed())
     } else {
         next.resolved()
     }
@@ -56,7 +63,7 @@ pub fn enter(via_pmpi: bool, general: bool) -> Option<Call> {
     let thread = if general {
         this_thread()
     } else {
-        MAIN_STATE.load(Relaxed).cast_const()
+        MAIN_STATE.get()
     };
     // SAFETY: as in `Call::thread`.
     let depth = unsafe { &(*thread).depth };
@@ -254,8 +261,8 @@ pub struct Steady {
     t0: u64,
 }
 
-/// Whether a counting copy's call is one of its routine's steady state, and if so the real
-/// routine: on the thread that called `MPI_Init`, outermost, with its routine's last key
+/// Whether a counting copy's call is one of its routine's steady state (its real routine is
+/// then [`crate::next::Next::claimed`]): on the thread that called `MPI_Init`, outermost, with its routine's last key
 /// ([`crate::traffic::steady`]: what its bytes come to is known before the call) and, for a
 /// synchronising collective (`superstep`, a constant), on `MPI_COMM_WORLD` below
 /// `MPI_THREAD_MULTIPLE` ([`crate::superstep::steady`]). All of it is tested before the call,
@@ -265,24 +272,17 @@ pub struct Steady {
 /// pushes, six pops and their moves). Every other call takes the counting copy as before.
 #[inline(always)]
 pub fn steady(
-    next: &crate::next::Next,
     id: RoutineId,
     traffic: Traffic,
     comm: MPI_Comm,
     superstep: bool,
-) -> Option<*mut std::ffi::c_void> {
-    let next = next.resolved()?;
-    let thread = main_state();
-    if thread.depth.get() != 0 {
-        return None;
-    }
-    if !crate::traffic::steady(&main_table().routines[id], traffic, comm) {
-        return None;
-    }
-    if superstep && !crate::superstep::steady(comm) {
-        return None;
-    }
-    Some(next)
+    int_count: bool,
+) -> bool {
+    // Each test a branch of its own to the unsteady copy, in this order
+    // ([`crate::traffic::tested`]).
+    crate::traffic::tested(main_state().depth.get() == 0)
+        && crate::traffic::steady(&main_table().routines[id], traffic, comm, int_count)
+        && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)))
 }
 
 /// Start a call that [`steady`] let through: the thread is inside MPI from here.
@@ -297,12 +297,10 @@ pub fn enter_steady(via_pmpi: bool) -> Steady {
     }
 }
 
-/// The main thread's state, on the main thread (after [`on_main_thread`] held): read again
-/// where it is needed rather than kept in a register across the real call.
+/// The main thread's state, on the main thread ([`plain_here`] held): at a fixed address.
 #[inline(always)]
 fn main_state() -> &'static ThreadState {
-    // SAFETY: as in `Call::thread` (the claimed thread's own state, read on that thread).
-    unsafe { &*MAIN_STATE.load(Relaxed) }
+    MAIN_STATE.get()
 }
 
 /// Finish a call that [`enter_steady`] started, of routine `id` that returned `rc`, and return
@@ -321,9 +319,11 @@ pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superste
         if memo {
             crate::traffic::add_steady(&table.routines[id]);
         }
-        let mpi_now = table.mpi_ticks.load(Relaxed);
-        if superstep && !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
-            return end_steady_unbatched(call.t0, t1, mpi_now, id);
+        if superstep {
+            let mpi_now = table.mpi_ticks.load(Relaxed);
+            if !crate::superstep::end_steady_batched(call.t0, t1, mpi_now, id) {
+                return end_steady_unbatched(call.t0, t1, mpi_now, id);
+            }
         }
     }
     main_state().depth.set(0);

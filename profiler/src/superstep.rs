@@ -467,7 +467,11 @@ pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm
 /// `MPI_Init` and `MPI_Finalize`, which no other call overlaps below `MPI_THREAD_MULTIPLE`.
 #[inline(always)]
 pub fn steady(comm: MPI_Comm) -> bool {
-    comm.key() == WORLD_UNLOCKED.load(Relaxed)
+    // SAFETY: a valid, aligned atomic, written only by `start` (in `MPI_Init`, below
+    // `MPI_THREAD_MULTIPLE`) and `finish` (in `MPI_Finalize`, once written): no MPI call of a
+    // correct program overlaps either, so this plain read (which the compiler folds into the
+    // compare) races with no write.
+    comm.key() == unsafe { *WORLD_UNLOCKED.as_ptr() }
 }
 
 /// [`boundary`] of a call that [`steady`] let through, into the batch if it has room (else
@@ -515,7 +519,10 @@ fn end_superstep_locked(t0: u64, t1: u64, mpi_now: u64, id: usize) {
 /// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
 pub fn finish(now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
-    WORLD_UNLOCKED.store(0, Relaxed);
+    // Only if written (at `MPI_THREAD_MULTIPLE` never: [`steady`] reads it without an atomic).
+    if WORLD_UNLOCKED.load(Relaxed) != 0 {
+        WORLD_UNLOCKED.store(0, Relaxed);
+    }
     let mut st = std::mem::replace(&mut *STATE.lock(), State::NONE);
     if !st.kept() {
         return None;

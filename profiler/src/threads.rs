@@ -6,7 +6,7 @@
 use crate::generated::routines::N_ROUTINES;
 use mpistat_record::model::HIST_BUCKETS;
 use std::cell::{Cell, UnsafeCell};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Index of a routine in [`crate::generated::routines::ROUTINES`].
@@ -74,14 +74,37 @@ thread_local! {
     };
 }
 
-/// The thread that called `MPI_Init` (its thread pointer, see [`thread_pointer`]; 0: none) and
-/// its state. That thread makes nearly every MPI call of a job, and finds its state with one
+/// The thread that called `MPI_Init` (its thread pointer, see [`thread_pointer`]; 0: none). That
+/// thread makes nearly every MPI call of a job, and finds its state, [`MAIN_STATE`], with one
 /// compare instead of the thread-local lookup, a call into ld.so (`__tls_get_addr`, which a
-/// library loaded with `dlopen` must use) and its cache lines. Only that thread stores either
-/// ([`claim_main_thread`], [`MainThreadExit`]), and only a thread with its thread pointer reads
+/// library loaded with `dlopen` must use) and its cache lines. Only that thread stores it
+/// ([`claim_main_thread`], [`MainThreadExit`]), and only a thread with its thread pointer uses
 /// `MAIN_STATE`, so relaxed order is enough: the program order of one thread.
 static MAIN_THREAD: AtomicUsize = AtomicUsize::new(0);
-pub(crate) static MAIN_STATE: AtomicPtr<ThreadState> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The state of the thread that called `MPI_Init` once it is claimed, at a fixed address: the
+/// counting copies, which run on that thread only, test and mark its depth without loading a
+/// pointer to its thread-local state (bench/instructions.sh: 2 instructions a call).
+pub(crate) struct MainState(ThreadState);
+
+// SAFETY: only the claimed thread uses it ([`on_main_thread`] holds for it alone, and the
+// counting copies run only there: `gates::plain_on`).
+unsafe impl Sync for MainState {}
+
+pub(crate) static MAIN_STATE: MainState = MainState(ThreadState {
+    depth: Cell::new(0),
+    table: Cell::new(Some(&MAIN_TABLE)),
+    traced: Cell::new(false),
+    requests: UnsafeCell::new(crate::thread_parts::Scratch::NEW),
+});
+
+impl MainState {
+    /// The claimed thread's state (on that thread only: [`on_main_thread`]).
+    #[inline(always)]
+    pub(crate) fn get(&self) -> &ThreadState {
+        &self.0
+    }
+}
 
 /// Forgets the main thread when it ends: its thread-local block is freed, and a later thread may
 /// get the same thread pointer (glibc reuses thread descriptors). Registered on the main thread
@@ -93,6 +116,9 @@ impl Drop for MainThreadExit {
         if on_main_thread() {
             MAIN_THREAD.store(0, Relaxed);
             crate::gates::set_main_thread(0);
+            // Its calls from here (an exit inside an MPI call, `MPI_Finalize` at exit) find
+            // its thread-local state again: as deep in MPI as the claimed state was.
+            THREAD.with(|t| t.depth.set(MAIN_STATE.get().depth.get()));
         }
     }
 }
@@ -138,36 +164,37 @@ pub(crate) fn main_table() -> &'static ThreadTable {
     &MAIN_TABLE
 }
 
-/// Make the calling thread (the one calling `MPI_Init`, before the real call) the one that
-/// finds its state without the thread-local lookup ([`MAIN_THREAD`]), and give it its table,
-/// [`MAIN_TABLE`]. A table it made before (its calls before `MPI_Init`: `MPI_Initialized`)
-/// stays in [`TABLES`] with what it counted (the readers add every table up); only the
-/// superstep's MPI ticks, which start at the end of `MPI_Init`, read the thread's own.
-pub fn claim_main_thread() {
-    let state = THREAD.with(|t| t as *const ThreadState);
-    // SAFETY: as in `Call::thread`.
-    let state_ref = unsafe { &*state };
+/// Give the calling thread (the one calling `MPI_Init`, before the real call) its table,
+/// [`MAIN_TABLE`] (`MPI_Init`'s own call counts there). A table it made before (its calls
+/// before `MPI_Init`: `MPI_Initialized`) stays in [`TABLES`] with what it counted (the readers
+/// add every table up); only the superstep's MPI ticks, which start at the end of `MPI_Init`,
+/// read the thread's own.
+pub fn give_main_table() {
     if !MAIN_TABLE_GIVEN.swap(true, Relaxed) {
         TABLES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(&MAIN_TABLE);
-        state_ref.table.set(Some(&MAIN_TABLE));
+        THREAD.with(|t| t.table.set(Some(&MAIN_TABLE)));
     }
-    if !state_ref
-        .table
-        .get()
-        .is_some_and(|table| std::ptr::eq(table, &MAIN_TABLE))
-    {
+}
+
+/// At the end of the outermost `MPI_Init` (outside MPI again) on the thread that
+/// [`give_main_table`] gave [`MAIN_TABLE`]: make it the one that finds its state,
+/// [`MAIN_STATE`], without the thread-local lookup ([`MAIN_THREAD`]), and that takes the
+/// counting copies (`gates`). Not inside an MPI call: the claimed state starts outside MPI (a
+/// call that began on the thread-local state ends on it).
+pub fn claim_main_thread() {
+    let (depth, table) = THREAD.with(|t| (t.depth.get(), t.table.get()));
+    if depth != 0 || !table.is_some_and(|table| std::ptr::eq(table, &MAIN_TABLE)) {
         return;
     }
     let tp = thread_pointer();
-    if tp == usize::MAX || tp == 0 {
+    if tp == usize::MAX || tp == 0 || MAIN_THREAD.load(Relaxed) == tp {
         return;
     }
     // Registers the destructor that un-claims the thread when it ends.
     MAIN_THREAD_EXIT.with(|_| ());
-    MAIN_STATE.store(state.cast_mut(), Relaxed);
     MAIN_THREAD.store(tp, Relaxed);
     crate::gates::set_main_thread(tp);
 }
@@ -178,14 +205,14 @@ pub(crate) fn on_main_thread() -> bool {
     thread_pointer() == MAIN_THREAD.load(Relaxed)
 }
 
-/// This thread's state: for the thread that called `MPI_Init` a compare and a load, for others
-/// one thread-local lookup (`__tls_get_addr` in a shared library). Once per call of a general
-/// copy (a counting copy reads `MAIN_STATE`): the pointer travels in [`Call`] from `enter` to
+/// This thread's state: for the thread that called `MPI_Init` a compare, for others one
+/// thread-local lookup (`__tls_get_addr` in a shared library). Once per call of a general
+/// copy (a counting copy uses `MAIN_STATE`): the pointer travels in [`Call`] from `enter` to
 /// `leave`.
 #[inline(always)]
 pub(crate) fn this_thread() -> *const ThreadState {
     if on_main_thread() {
-        return MAIN_STATE.load(Relaxed);
+        return MAIN_STATE.get();
     }
     THREAD.with(|t| t as *const ThreadState)
 }
@@ -314,10 +341,17 @@ mod tests {
         let (claimed_tx, claimed_rx) = std::sync::mpsc::channel();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let main = std::thread::spawn(move || {
+            give_main_table();
+            // Inside an MPI call (the `MPI_Init` in progress): not claimed yet, its call ends
+            // on the thread-local state.
+            THREAD.with(|t| t.depth.set(1));
+            claim_main_thread();
+            assert!(!on_main_thread());
+            THREAD.with(|t| t.depth.set(0));
             claim_main_thread();
             let fast_path = on_main_thread();
             claimed_tx
-                .send((fast_path, this_thread() == own_state()))
+                .send((fast_path, std::ptr::eq(this_thread(), MAIN_STATE.get())))
                 .unwrap();
             done_rx.recv().unwrap();
         });

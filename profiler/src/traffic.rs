@@ -93,6 +93,9 @@ pub enum Traffic {
 /// routine's memo keeps in-place calls apart from the others.
 #[inline(always)]
 pub fn in_place(count: MPI_Count) -> MPI_Count {
+    // Marked the rarer form: the wrappers then branch on `MPI_IN_PLACE` instead of choosing the
+    // count with `sete`, `neg` and `xor` on every call (bench/instructions.sh).
+    std::hint::cold_path();
     !count
 }
 
@@ -517,7 +520,8 @@ impl Memo {
     /// [`Memo::holds`] on the thread that owns the memo, the only one that writes it: its own
     /// stores are the only ones it can see, so plain reads (which the compiler folds into the
     /// compares) read what atomic ones would. A routine whose wrapper passes [`NO_PEER`] (a
-    /// constant there) never had another peer in its memo: its peer is not compared.
+    /// constant there) never had another peer in its memo: its peer is not compared (the
+    /// constant test last, where it folds away; first, a variable peer paid a test of its own).
     #[inline(always)]
     fn holds_own(
         &self,
@@ -525,17 +529,44 @@ impl Memo {
         datatype: MPI_Datatype,
         peer: c_int,
         comm: MPI_Comm,
+        int_count: bool,
     ) -> bool {
+        // Each compare a branch of its own, in this order ([`tested`]).
         // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
-            *self.datatype.as_ptr() == datatype.key()
-                && *self.count.as_ptr() == count
-                && (peer == NO_PEER || *self.peer.as_ptr() == peer)
-                && *self.comm.as_ptr() == comm.key()
-                && *self.generation.as_ptr() == generation()
+            tested(*self.datatype.as_ptr() == datatype.key())
+                && tested(if int_count && cfg!(target_endian = "little") {
+                    // Only this routine's calls, all with an `int` count, store its memo's
+                    // count: a widened `int` (or its complement, in place), whose upper half
+                    // follows from its lower one. Equal lower halves are equal counts, and
+                    // one compare with memory, without widening the argument first.
+                    *self.count.as_ptr().cast::<i32>() == count as i32
+                } else {
+                    *self.count.as_ptr() == count
+                })
+                && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
+                && tested(*self.comm.as_ptr() == comm.key())
+                && tested(*self.generation.as_ptr() == generation())
         }
     }
+}
+
+/// `same`, as a branch of its own before anything after it is read: a steady path's tests
+/// ([`Memo::holds_own`], `rt::steady`), each one compare with the value in memory and one
+/// branch, taken rarely. Left alone, the compiler reads ahead and joins them with `sete`,
+/// `test` and `and` (their reads need no test before them), about one instruction more a test.
+/// The empty `asm!` reads nothing but is not known not to, so nothing read after it moves
+/// before it; it adds no instruction.
+#[inline(always)]
+pub fn tested(same: bool) -> bool {
+    if !same {
+        std::hint::cold_path();
+        return false;
+    }
+    // SAFETY: an empty asm: no instruction, no effect.
+    unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+    true
 }
 
 /// The current [`GENERATION`] (never 0).
@@ -683,14 +714,16 @@ fn measure_elements(
 /// memo's generation still the current one: a handle freed meanwhile by another thread leaves
 /// what the memo measured for the handle this call was given).
 #[inline(always)]
-pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm) -> bool {
+pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm, int_count: bool) -> bool {
     match traffic {
         Traffic::None => true,
         Traffic::Elements {
             count,
             datatype,
             peer,
-        } => routine.memo.holds_own(count, datatype, peer, comm),
+        } => routine
+            .memo
+            .holds_own(count, datatype, peer, comm, int_count),
         _ => false,
     }
 }

@@ -483,9 +483,10 @@ fn wrapper(
     // The counting copy hands what it does not take (another thread, a routine not looked up)
     // to the general copy before anything else, hooks included (`rt::next_for`).
     let general = format!("general_{name}");
+    let hot = row.semantics.hot;
     writeln!(
         out,
-        "    let Some(next) = rt::next_for(&{next_static}, general) else {{ return {general}({}) }};",
+        "    let Some(next) = rt::next_for(&{next_static}, general, {hot}) else {{ return {general}({}) }};",
         then("via_pmpi")
     )
     .unwrap();
@@ -715,19 +716,46 @@ fn wrapper(
         writeln!(out, "}}").unwrap();
     }
     let steady = steady_memo(row, &plan);
-    let unsteady = format!("unsteady_{name}");
+    // One unsteady copy for both exported names (a call off its routine's steady state is
+    // rarer), taking `via_pmpi` last; but where that is a seventh argument, on the stack, the
+    // steady copy would set up a frame on every call to pass it: then one for each, as the
+    // steady copies are called, and the steady copy jumps to it.
+    let unsteady_each = proto.params.len() >= 6;
+    let unsteady_of = |export: &str| {
+        if unsteady_each {
+            format!("unsteady_{export}")
+        } else {
+            format!("unsteady_{name}")
+        }
+    };
     if steady.is_some() {
-        // One copy for both exported names: a call off its routine's steady state is rarer.
-        writeln!(out, "#[inline(never)]").unwrap();
-        hot(out);
-        writeln!(
-            out,
-            "unsafe extern \"C\" fn {unsteady}({}) -> {ret} {{",
-            comma_list(&[&decls, "via_pmpi: bool"])
-        )
-        .unwrap();
-        writeln!(out, "    {wrap}({})", args_after("via_pmpi, false")).unwrap();
-        writeln!(out, "}}").unwrap();
+        let copies: Vec<(String, Option<&str>)> = if unsteady_each {
+            vec![
+                (name.to_string(), Some("false")),
+                (pmpi_name(name), Some("true")),
+            ]
+        } else {
+            vec![(name.to_string(), None)]
+        };
+        for (export, via_pmpi) in copies {
+            writeln!(out, "#[inline(never)]").unwrap();
+            hot(out);
+            let (params, switches) = match via_pmpi {
+                Some(via_pmpi) => (decls.clone(), format!("{via_pmpi}, false")),
+                None => (
+                    comma_list(&[&decls, "via_pmpi: bool"]),
+                    "via_pmpi, false".to_string(),
+                ),
+            };
+            writeln!(
+                out,
+                "unsafe extern \"C\" fn {}({params}) -> {ret} {{",
+                unsteady_of(&export)
+            )
+            .unwrap();
+            writeln!(out, "    {wrap}({})", args_after(&switches)).unwrap();
+            writeln!(out, "}}").unwrap();
+        }
     }
     for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
         let counted = format!("counted_{export}");
@@ -737,19 +765,30 @@ fn wrapper(
         if let Some(memo) = steady {
             let comm = ident(row.semantics.comm.as_deref().expect("steady needs comm"));
             let superstep = row.semantics.superstep;
+            // Its count an `int` in the C prototype (a constant): its memo's count is one's
+            // widened, compared in 32 bits (`traffic::steady`).
+            let int_count = match &plan {
+                TrafficPlan::Elements { side, in_place, .. } => {
+                    let is_int = |count: &Count| matches!(count, Count::Arg(a) if proto.param(a).is_some_and(|p| p.ty.is_int()));
+                    is_int(&side.count) && in_place.as_ref().is_none_or(|ip| is_int(&ip.count))
+                }
+                _ => false,
+            };
             writeln!(out, "    let traffic = {};", traffic_expr(proto, &plan)).unwrap();
             writeln!(
                 out,
-                "    let Some(next) = rt::steady(&{next_static}, id::{name}, traffic, {comm}, {superstep}) else {{ return {unsteady}({}) }};",
-                then(via_pmpi)
-            )
-            .unwrap();
-            writeln!(
-                out,
-                "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute(next);"
+                "    if !rt::steady(id::{name}, traffic, {comm}, {superstep}, {int_count}) {{ return {}({}) }}",
+                unsteady_of(&export),
+                if unsteady_each { names.clone() } else { then(via_pmpi) }
             )
             .unwrap();
             writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+            // Read last, where the call reads it from memory (`call *NEXT_X`).
+            writeln!(
+                out,
+                "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());"
+            )
+            .unwrap();
             writeln!(out, "    let rc = next({names});").unwrap();
             writeln!(
                 out,
@@ -865,7 +904,16 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
     for row in rows.iter().filter(|r| r.has_wrapper()) {
         writeln!(out, "    NEXT_{}.prefetch();", row.prototype.name).unwrap();
     }
-    out.push_str("}\n");
+    out.push_str(
+        "}\n\n/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then\n\
+         /// does `MPI_Init` claim its thread for the counting copies, which then call a hot\n\
+         /// routine's real one unchecked ([`Next::claimed`]).\n\
+         pub fn hot_resolved() -> bool {\n    [",
+    );
+    for row in rows.iter().filter(|r| r.has_wrapper() && r.semantics.hot) {
+        write!(out, "\n        &NEXT_{},", row.prototype.name).unwrap();
+    }
+    out.push_str("\n    ]\n    .iter()\n    .all(|next| next.resolved().is_some())\n}\n");
     out
 }
 

@@ -22,7 +22,7 @@ use std::mem::{transmute, MaybeUninit};
 pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
@@ -59,7 +59,7 @@ pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) ->
 pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_in
 pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
 #[inline(always)]
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general) else { return general_MPI_Cancel(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI
 pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: 
 pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
@@ -323,7 +323,7 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype
 pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general) else { return general_MPI_Grequest_complete(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
@@ -360,7 +360,7 @@ pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
 pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
@@ -397,7 +397,7 @@ pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_functi
 pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
@@ -435,7 +435,7 @@ pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
 #[inline(always)]
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
@@ -472,7 +472,7 @@ pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm,
 pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
@@ -509,7 +509,7 @@ pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI
 pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
 #[inline(always)]
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
@@ -551,7 +551,7 @@ pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
 pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
@@ -593,7 +593,7 @@ pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MP
 pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
@@ -631,7 +631,7 @@ pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
 #[inline(always)]
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
@@ -674,7 +674,7 @@ pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
 #[inline(always)]
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
@@ -712,7 +712,7 @@ pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
 #[inline(always)]
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
@@ -749,7 +749,7 @@ pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
 pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -788,7 +788,7 @@ pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_
 pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
 #[inline(always)]
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
@@ -830,7 +830,7 @@ pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, s
 pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
@@ -867,7 +867,7 @@ pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype
 pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -911,7 +911,7 @@ pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI
 pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general) else { return general_MPI_Request_free(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let freeing = requests::freeing(request);
@@ -949,7 +949,7 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
 #[inline(always)]
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
@@ -986,7 +986,7 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mu
 pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
@@ -1023,7 +1023,7 @@ pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
@@ -1060,7 +1060,7 @@ pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
@@ -1097,7 +1097,7 @@ pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, dataty
 pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
 #[inline(always)]
 unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send, general) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
@@ -1115,16 +1115,21 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1138,9 +1143,9 @@ pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MP
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_PMPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1154,7 +1159,7 @@ pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: M
 pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1198,7 +1203,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1237,7 +1242,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, d
 pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
@@ -1274,7 +1279,7 @@ pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
@@ -1292,16 +1297,21 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -1315,9 +1325,9 @@ pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: M
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_PMPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -1331,7 +1341,7 @@ pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
 #[inline(always)]
 unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Start, general) else { return general_MPI_Start(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
@@ -1373,7 +1383,7 @@ pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
 #[inline(always)]
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
@@ -1415,7 +1425,7 @@ pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI
 pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
@@ -1452,7 +1462,7 @@ pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag
 pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
@@ -1489,7 +1499,7 @@ pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datat
 pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
@@ -1526,7 +1536,7 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
@@ -1575,7 +1585,7 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
@@ -1624,7 +1634,7 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
 unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test, general) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
@@ -1673,7 +1683,7 @@ pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, 
 pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
 #[inline(always)]
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
@@ -1710,7 +1720,7 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1753,7 +1763,7 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
@@ -1802,7 +1812,7 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
@@ -1851,7 +1861,7 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general) else { return general_MPI_Wait(request, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
@@ -1900,7 +1910,7 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1943,7 +1953,7 @@ pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut M
 pub static NEXT_MPI_Bsend_c: Next = Next::new(c"PMPI_Bsend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_c, general) else { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_c, general, false) else { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
@@ -1980,7 +1990,7 @@ pub unsafe extern "C" fn PMPI_Bsend_c(buf: *const c_void, count: MPI_Count, data
 pub static NEXT_MPI_Bsend_init_c: Next = Next::new(c"PMPI_Bsend_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init_c, general) else { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init_c, general, false) else { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
@@ -2017,7 +2027,7 @@ pub unsafe extern "C" fn PMPI_Bsend_init_c(buf: *const c_void, count: MPI_Count,
 pub static NEXT_MPI_Buffer_attach_c: Next = Next::new(c"PMPI_Buffer_attach_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, general: bool, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach_c, general) else { return general_MPI_Buffer_attach_c(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach_c, general, false) else { return general_MPI_Buffer_attach_c(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
@@ -2054,7 +2064,7 @@ pub unsafe extern "C" fn PMPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Cou
 pub static NEXT_MPI_Buffer_detach_c: Next = Next::new(c"PMPI_Buffer_detach_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, general: bool, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach_c, general) else { return general_MPI_Buffer_detach_c(buffer_addr, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach_c, general, false) else { return general_MPI_Buffer_detach_c(buffer_addr, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer_addr, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
@@ -2091,7 +2101,7 @@ pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *m
 pub static NEXT_MPI_Get_count_c: Next = Next::new(c"PMPI_Get_count_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count_c, general) else { return general_MPI_Get_count_c(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_count_c, general, false) else { return general_MPI_Get_count_c(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
@@ -2128,7 +2138,7 @@ pub unsafe extern "C" fn PMPI_Get_count_c(status: *const MPI_Status, datatype: M
 pub static NEXT_MPI_Get_elements_c: Next = Next::new(c"PMPI_Get_elements_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_c, general) else { return general_MPI_Get_elements_c(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_c, general, false) else { return general_MPI_Get_elements_c(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
@@ -2165,7 +2175,7 @@ pub unsafe extern "C" fn PMPI_Get_elements_c(status: *const MPI_Status, datatype
 pub static NEXT_MPI_Ibsend_c: Next = Next::new(c"PMPI_Ibsend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend_c, general) else { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend_c, general, false) else { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
@@ -2203,7 +2213,7 @@ pub unsafe extern "C" fn PMPI_Ibsend_c(buf: *const c_void, count: MPI_Count, dat
 pub static NEXT_MPI_Imrecv_c: Next = Next::new(c"PMPI_Imrecv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv_c, general) else { return general_MPI_Imrecv_c(buf, count, datatype, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv_c, general, false) else { return general_MPI_Imrecv_c(buf, count, datatype, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
@@ -2240,7 +2250,7 @@ pub unsafe extern "C" fn PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datat
 pub static NEXT_MPI_Irecv_c: Next = Next::new(c"PMPI_Irecv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv_c, general) else { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irecv_c, general, false) else { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
@@ -2277,7 +2287,7 @@ pub unsafe extern "C" fn PMPI_Irecv_c(buf: *mut c_void, count: MPI_Count, dataty
 pub static NEXT_MPI_Irsend_c: Next = Next::new(c"PMPI_Irsend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend_c, general) else { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irsend_c, general, false) else { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
@@ -2315,7 +2325,7 @@ pub unsafe extern "C" fn PMPI_Irsend_c(buf: *const c_void, count: MPI_Count, dat
 pub static NEXT_MPI_Isend_c: Next = Next::new(c"PMPI_Isend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend_c, general) else { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isend_c, general, false) else { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
@@ -2353,7 +2363,7 @@ pub unsafe extern "C" fn PMPI_Isend_c(buf: *const c_void, count: MPI_Count, data
 pub static NEXT_MPI_Isendrecv: Next = Next::new(c"PMPI_Isendrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv, general) else { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv, general, false) else { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
@@ -2391,7 +2401,7 @@ pub unsafe extern "C" fn PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int
 pub static NEXT_MPI_Isendrecv_c: Next = Next::new(c"PMPI_Isendrecv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_c, general) else { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_c, general, false) else { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
@@ -2429,7 +2439,7 @@ pub unsafe extern "C" fn PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI
 pub static NEXT_MPI_Isendrecv_replace: Next = Next::new(c"PMPI_Isendrecv_replace");
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace, general) else { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace, general, false) else { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
@@ -2467,7 +2477,7 @@ pub unsafe extern "C" fn PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, 
 pub static NEXT_MPI_Isendrecv_replace_c: Next = Next::new(c"PMPI_Isendrecv_replace_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace_c, general) else { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace_c, general, false) else { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
@@ -2505,7 +2515,7 @@ pub unsafe extern "C" fn PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_C
 pub static NEXT_MPI_Issend_c: Next = Next::new(c"PMPI_Issend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend_c, general) else { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Issend_c, general, false) else { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
@@ -2543,7 +2553,7 @@ pub unsafe extern "C" fn PMPI_Issend_c(buf: *const c_void, count: MPI_Count, dat
 pub static NEXT_MPI_Mrecv_c: Next = Next::new(c"PMPI_Mrecv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv_c, general) else { return general_MPI_Mrecv_c(buf, count, datatype, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv_c, general, false) else { return general_MPI_Mrecv_c(buf, count, datatype, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -2582,7 +2592,7 @@ pub unsafe extern "C" fn PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, dataty
 pub static NEXT_MPI_Parrived: Next = Next::new(c"PMPI_Parrived");
 #[inline(always)]
 unsafe fn wrap_MPI_Parrived(via_pmpi: bool, general: bool, request: MPI_Request, partition: c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Parrived, general) else { return general_MPI_Parrived(request, partition, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Parrived, general, false) else { return general_MPI_Parrived(request, partition, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, partition, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
@@ -2619,7 +2629,7 @@ pub unsafe extern "C" fn PMPI_Parrived(request: MPI_Request, partition: c_int, f
 pub static NEXT_MPI_Pready: Next = Next::new(c"PMPI_Pready");
 #[inline(always)]
 unsafe fn wrap_MPI_Pready(via_pmpi: bool, general: bool, partition: c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready, general) else { return general_MPI_Pready(partition, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pready, general, false) else { return general_MPI_Pready(partition, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
@@ -2656,7 +2666,7 @@ pub unsafe extern "C" fn PMPI_Pready(partition: c_int, request: MPI_Request) -> 
 pub static NEXT_MPI_Pready_list: Next = Next::new(c"PMPI_Pready_list");
 #[inline(always)]
 unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, general: bool, length: c_int, array_of_partitions: *mut c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready_list, general) else { return general_MPI_Pready_list(length, array_of_partitions, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pready_list, general, false) else { return general_MPI_Pready_list(length, array_of_partitions, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(length, array_of_partitions, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
@@ -2693,7 +2703,7 @@ pub unsafe extern "C" fn PMPI_Pready_list(length: c_int, array_of_partitions: *m
 pub static NEXT_MPI_Pready_range: Next = Next::new(c"PMPI_Pready_range");
 #[inline(always)]
 unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, general: bool, partition_low: c_int, partition_high: c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready_range, general) else { return general_MPI_Pready_range(partition_low, partition_high, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pready_range, general, false) else { return general_MPI_Pready_range(partition_low, partition_high, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition_low, partition_high, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
@@ -2730,7 +2740,7 @@ pub unsafe extern "C" fn PMPI_Pready_range(partition_low: c_int, partition_high:
 pub static NEXT_MPI_Precv_init: Next = Next::new(c"PMPI_Precv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, general: bool, buf: *mut c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Precv_init, general) else { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Precv_init, general, false) else { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
@@ -2767,7 +2777,7 @@ pub unsafe extern "C" fn PMPI_Precv_init(buf: *mut c_void, partitions: c_int, co
 pub static NEXT_MPI_Psend_init: Next = Next::new(c"PMPI_Psend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, general: bool, buf: *const c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Psend_init, general) else { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Psend_init, general, false) else { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
@@ -2804,7 +2814,7 @@ pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, 
 pub static NEXT_MPI_Recv_c: Next = Next::new(c"PMPI_Recv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_c, general) else { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv_c, general, false) else { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -2843,7 +2853,7 @@ pub unsafe extern "C" fn PMPI_Recv_c(buf: *mut c_void, count: MPI_Count, datatyp
 pub static NEXT_MPI_Recv_init_c: Next = Next::new(c"PMPI_Recv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init_c, general) else { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init_c, general, false) else { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
@@ -2880,7 +2890,7 @@ pub unsafe extern "C" fn PMPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, da
 pub static NEXT_MPI_Rsend_c: Next = Next::new(c"PMPI_Rsend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_c, general) else { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_c, general, false) else { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
@@ -2917,7 +2927,7 @@ pub unsafe extern "C" fn PMPI_Rsend_c(buf: *const c_void, count: MPI_Count, data
 pub static NEXT_MPI_Rsend_init_c: Next = Next::new(c"PMPI_Rsend_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init_c, general) else { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init_c, general, false) else { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
@@ -2954,7 +2964,7 @@ pub unsafe extern "C" fn PMPI_Rsend_init_c(buf: *const c_void, count: MPI_Count,
 pub static NEXT_MPI_Send_c: Next = Next::new(c"PMPI_Send_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Send_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_c, general) else { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send_c, general, false) else { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
@@ -2991,7 +3001,7 @@ pub unsafe extern "C" fn PMPI_Send_c(buf: *const c_void, count: MPI_Count, datat
 pub static NEXT_MPI_Send_init_c: Next = Next::new(c"PMPI_Send_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init_c, general) else { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send_init_c, general, false) else { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
@@ -3028,7 +3038,7 @@ pub unsafe extern "C" fn PMPI_Send_init_c(buf: *const c_void, count: MPI_Count, 
 pub static NEXT_MPI_Sendrecv_c: Next = Next::new(c"PMPI_Sendrecv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_c, general) else { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_c, general, false) else { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -3067,7 +3077,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_
 pub static NEXT_MPI_Sendrecv_replace_c: Next = Next::new(c"PMPI_Sendrecv_replace_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace_c, general) else { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace_c, general, false) else { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -3106,7 +3116,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Co
 pub static NEXT_MPI_Ssend_c: Next = Next::new(c"PMPI_Ssend_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_c, general) else { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_c, general, false) else { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
@@ -3143,7 +3153,7 @@ pub unsafe extern "C" fn PMPI_Ssend_c(buf: *const c_void, count: MPI_Count, data
 pub static NEXT_MPI_Ssend_init_c: Next = Next::new(c"PMPI_Ssend_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init_c, general) else { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init_c, general, false) else { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
@@ -3180,7 +3190,7 @@ pub unsafe extern "C" fn PMPI_Ssend_init_c(buf: *const c_void, count: MPI_Count,
 pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
@@ -3198,16 +3208,21 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -3221,9 +3236,9 @@ pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -3237,7 +3252,7 @@ pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int
 pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
@@ -3274,7 +3289,7 @@ pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_in
 pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
@@ -3316,7 +3331,7 @@ pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_in
 pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
@@ -3353,7 +3368,7 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_i
 pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
@@ -3371,16 +3386,21 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -3394,9 +3414,9 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -3410,7 +3430,7 @@ pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_
 pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
@@ -3428,16 +3448,21 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -3451,9 +3476,9 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -3467,7 +3492,7 @@ pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c
 pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
@@ -3485,16 +3510,21 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -3508,9 +3538,9 @@ pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -3524,7 +3554,7 @@ pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
@@ -3542,16 +3572,21 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -3565,9 +3600,9 @@ pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -3581,7 +3616,7 @@ pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int
 pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
@@ -3623,7 +3658,7 @@ pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
@@ -3660,7 +3695,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *co
 pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
@@ -3697,7 +3732,7 @@ pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
@@ -3734,7 +3769,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *co
 pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general) else { return general_MPI_Barrier(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
@@ -3759,9 +3794,9 @@ unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_i
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -3775,9 +3810,9 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -3791,7 +3826,7 @@ pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
 pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
@@ -3833,7 +3868,7 @@ pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request
 pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
@@ -3858,9 +3893,9 @@ unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datat
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -3874,9 +3909,9 @@ pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -3890,7 +3925,7 @@ pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype:
 pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
@@ -3908,16 +3943,21 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -3931,9 +3971,9 @@ pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype:
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_PMPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -3947,7 +3987,7 @@ pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype
 pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
@@ -3984,7 +4024,7 @@ pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_voi
 pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
@@ -4021,7 +4061,7 @@ pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_vo
 pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
 #[inline(always)]
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
@@ -4058,7 +4098,7 @@ pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, s
 pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
 #[inline(always)]
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
@@ -4095,7 +4135,7 @@ pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
@@ -4132,7 +4172,7 @@ pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
@@ -4169,7 +4209,7 @@ pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -4206,7 +4246,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -4243,7 +4283,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -4280,7 +4320,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -4317,7 +4357,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -4354,7 +4394,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcoun
 pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -4391,7 +4431,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -4428,7 +4468,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -4465,7 +4505,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -4502,7 +4542,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -4539,7 +4579,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
@@ -4557,16 +4597,21 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -4580,9 +4625,9 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -4596,7 +4641,7 @@ pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
@@ -4614,16 +4659,21 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -4637,9 +4687,9 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -4653,7 +4703,7 @@ pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_vo
 pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
@@ -4690,7 +4740,7 @@ pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut 
 pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
@@ -4727,7 +4777,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *m
 pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
@@ -4764,7 +4814,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *
 pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -4801,7 +4851,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvb
 pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -4838,7 +4888,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recv
 pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
 #[inline(always)]
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
@@ -4875,7 +4925,7 @@ pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void,
 pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
@@ -4912,7 +4962,7 @@ pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void
 pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
@@ -4930,16 +4980,21 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
@@ -4953,9 +5008,9 @@ pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, s
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
@@ -4969,7 +5024,7 @@ pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
@@ -5006,7 +5061,7 @@ pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
@@ -5043,7 +5098,7 @@ pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *cons
 pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
@@ -5080,7 +5135,7 @@ pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Allgather_c: Next = Next::new(c"PMPI_Allgather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_c, general) else { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_c, general, false) else { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
@@ -5117,7 +5172,7 @@ pub unsafe extern "C" fn PMPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI
 pub static NEXT_MPI_Allgather_init: Next = Next::new(c"PMPI_Allgather_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init, general) else { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init, general, false) else { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
@@ -5154,7 +5209,7 @@ pub unsafe extern "C" fn PMPI_Allgather_init(sendbuf: *const c_void, sendcount: 
 pub static NEXT_MPI_Allgather_init_c: Next = Next::new(c"PMPI_Allgather_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init_c, general) else { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init_c, general, false) else { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
@@ -5191,7 +5246,7 @@ pub unsafe extern "C" fn PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount
 pub static NEXT_MPI_Allgatherv_c: Next = Next::new(c"PMPI_Allgatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_c, general) else { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_c, general, false) else { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -5228,7 +5283,7 @@ pub unsafe extern "C" fn PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MP
 pub static NEXT_MPI_Allgatherv_init: Next = Next::new(c"PMPI_Allgatherv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init, general) else { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init, general, false) else { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
@@ -5265,7 +5320,7 @@ pub unsafe extern "C" fn PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount:
 pub static NEXT_MPI_Allgatherv_init_c: Next = Next::new(c"PMPI_Allgatherv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init_c, general) else { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init_c, general, false) else { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -5302,7 +5357,7 @@ pub unsafe extern "C" fn PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcoun
 pub static NEXT_MPI_Allreduce_c: Next = Next::new(c"PMPI_Allreduce_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_c, general) else { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_c, general, false) else { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
@@ -5339,7 +5394,7 @@ pub unsafe extern "C" fn PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut 
 pub static NEXT_MPI_Allreduce_init: Next = Next::new(c"PMPI_Allreduce_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init, general) else { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init, general, false) else { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
@@ -5376,7 +5431,7 @@ pub unsafe extern "C" fn PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *m
 pub static NEXT_MPI_Allreduce_init_c: Next = Next::new(c"PMPI_Allreduce_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init_c, general) else { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init_c, general, false) else { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
@@ -5413,7 +5468,7 @@ pub unsafe extern "C" fn PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: 
 pub static NEXT_MPI_Alltoall_c: Next = Next::new(c"PMPI_Alltoall_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_c, general) else { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_c, general, false) else { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
@@ -5450,7 +5505,7 @@ pub unsafe extern "C" fn PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_
 pub static NEXT_MPI_Alltoall_init: Next = Next::new(c"PMPI_Alltoall_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init, general) else { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init, general, false) else { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
@@ -5487,7 +5542,7 @@ pub unsafe extern "C" fn PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c
 pub static NEXT_MPI_Alltoall_init_c: Next = Next::new(c"PMPI_Alltoall_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init_c, general) else { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init_c, general, false) else { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
@@ -5524,7 +5579,7 @@ pub unsafe extern "C" fn PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount:
 pub static NEXT_MPI_Alltoallv_c: Next = Next::new(c"PMPI_Alltoallv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_c, general) else { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_c, general, false) else { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -5561,7 +5616,7 @@ pub unsafe extern "C" fn PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *c
 pub static NEXT_MPI_Alltoallv_init: Next = Next::new(c"PMPI_Alltoallv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init, general) else { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init, general, false) else { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
@@ -5598,7 +5653,7 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts:
 pub static NEXT_MPI_Alltoallv_init_c: Next = Next::new(c"PMPI_Alltoallv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init_c, general) else { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init_c, general, false) else { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
@@ -5635,7 +5690,7 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcount
 pub static NEXT_MPI_Alltoallw_c: Next = Next::new(c"PMPI_Alltoallw_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_c, general) else { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_c, general, false) else { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -5672,7 +5727,7 @@ pub unsafe extern "C" fn PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *c
 pub static NEXT_MPI_Alltoallw_init: Next = Next::new(c"PMPI_Alltoallw_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init, general) else { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init, general, false) else { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
@@ -5709,7 +5764,7 @@ pub unsafe extern "C" fn PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts:
 pub static NEXT_MPI_Alltoallw_init_c: Next = Next::new(c"PMPI_Alltoallw_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init_c, general) else { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init_c, general, false) else { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
@@ -5746,7 +5801,7 @@ pub unsafe extern "C" fn PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcount
 pub static NEXT_MPI_Barrier_init: Next = Next::new(c"PMPI_Barrier_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier_init, general) else { return general_MPI_Barrier_init(comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Barrier_init, general, false) else { return general_MPI_Barrier_init(comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
@@ -5783,7 +5838,7 @@ pub unsafe extern "C" fn PMPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, reque
 pub static NEXT_MPI_Bcast_c: Next = Next::new(c"PMPI_Bcast_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_c, general) else { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_c, general, false) else { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
@@ -5820,7 +5875,7 @@ pub unsafe extern "C" fn PMPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, dat
 pub static NEXT_MPI_Bcast_init: Next = Next::new(c"PMPI_Bcast_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init, general) else { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init, general, false) else { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
@@ -5857,7 +5912,7 @@ pub unsafe extern "C" fn PMPI_Bcast_init(buffer: *mut c_void, count: c_int, data
 pub static NEXT_MPI_Bcast_init_c: Next = Next::new(c"PMPI_Bcast_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init_c, general) else { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init_c, general, false) else { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
@@ -5894,7 +5949,7 @@ pub unsafe extern "C" fn PMPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count
 pub static NEXT_MPI_Exscan_c: Next = Next::new(c"PMPI_Exscan_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_c, general) else { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_c, general, false) else { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
@@ -5931,7 +5986,7 @@ pub unsafe extern "C" fn PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_v
 pub static NEXT_MPI_Exscan_init: Next = Next::new(c"PMPI_Exscan_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init, general) else { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init, general, false) else { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
@@ -5968,7 +6023,7 @@ pub unsafe extern "C" fn PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut 
 pub static NEXT_MPI_Exscan_init_c: Next = Next::new(c"PMPI_Exscan_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init_c, general) else { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init_c, general, false) else { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
@@ -6005,7 +6060,7 @@ pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mu
 pub static NEXT_MPI_Gather_c: Next = Next::new(c"PMPI_Gather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_c, general) else { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gather_c, general, false) else { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
@@ -6042,7 +6097,7 @@ pub unsafe extern "C" fn PMPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Co
 pub static NEXT_MPI_Gather_init: Next = Next::new(c"PMPI_Gather_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init, general) else { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init, general, false) else { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
@@ -6079,7 +6134,7 @@ pub unsafe extern "C" fn PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_i
 pub static NEXT_MPI_Gather_init_c: Next = Next::new(c"PMPI_Gather_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init_c, general) else { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init_c, general, false) else { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
@@ -6116,7 +6171,7 @@ pub unsafe extern "C" fn PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: M
 pub static NEXT_MPI_Gatherv_c: Next = Next::new(c"PMPI_Gatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_c, general) else { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_c, general, false) else { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
@@ -6153,7 +6208,7 @@ pub unsafe extern "C" fn PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_C
 pub static NEXT_MPI_Gatherv_init: Next = Next::new(c"PMPI_Gatherv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init, general) else { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init, general, false) else { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
@@ -6190,7 +6245,7 @@ pub unsafe extern "C" fn PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_
 pub static NEXT_MPI_Gatherv_init_c: Next = Next::new(c"PMPI_Gatherv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init_c, general) else { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init_c, general, false) else { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -6227,7 +6282,7 @@ pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: 
 pub static NEXT_MPI_Iallgather_c: Next = Next::new(c"PMPI_Iallgather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather_c, general) else { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather_c, general, false) else { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
@@ -6264,7 +6319,7 @@ pub unsafe extern "C" fn PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: MP
 pub static NEXT_MPI_Iallgatherv_c: Next = Next::new(c"PMPI_Iallgatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv_c, general) else { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv_c, general, false) else { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
@@ -6301,7 +6356,7 @@ pub unsafe extern "C" fn PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: M
 pub static NEXT_MPI_Iallreduce_c: Next = Next::new(c"PMPI_Iallreduce_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce_c, general) else { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce_c, general, false) else { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
@@ -6338,7 +6393,7 @@ pub unsafe extern "C" fn PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut
 pub static NEXT_MPI_Ialltoall_c: Next = Next::new(c"PMPI_Ialltoall_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall_c, general) else { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall_c, general, false) else { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
@@ -6375,7 +6430,7 @@ pub unsafe extern "C" fn PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI
 pub static NEXT_MPI_Ialltoallv_c: Next = Next::new(c"PMPI_Ialltoallv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv_c, general) else { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv_c, general, false) else { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
@@ -6412,7 +6467,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *
 pub static NEXT_MPI_Ialltoallw_c: Next = Next::new(c"PMPI_Ialltoallw_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw_c, general) else { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw_c, general, false) else { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
@@ -6449,7 +6504,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *
 pub static NEXT_MPI_Ibcast_c: Next = Next::new(c"PMPI_Ibcast_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast_c, general) else { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast_c, general, false) else { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
@@ -6486,7 +6541,7 @@ pub unsafe extern "C" fn PMPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, da
 pub static NEXT_MPI_Iexscan_c: Next = Next::new(c"PMPI_Iexscan_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan_c, general) else { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan_c, general, false) else { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
@@ -6523,7 +6578,7 @@ pub unsafe extern "C" fn PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_
 pub static NEXT_MPI_Igather_c: Next = Next::new(c"PMPI_Igather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather_c, general) else { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igather_c, general, false) else { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
@@ -6560,7 +6615,7 @@ pub unsafe extern "C" fn PMPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_C
 pub static NEXT_MPI_Igatherv_c: Next = Next::new(c"PMPI_Igatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv_c, general) else { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv_c, general, false) else { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
@@ -6597,7 +6652,7 @@ pub unsafe extern "C" fn PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_
 pub static NEXT_MPI_Ineighbor_allgather_c: Next = Next::new(c"PMPI_Ineighbor_allgather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather_c, general) else { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather_c, general, false) else { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
@@ -6634,7 +6689,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, send
 pub static NEXT_MPI_Ineighbor_allgatherv_c: Next = Next::new(c"PMPI_Ineighbor_allgatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv_c, general) else { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv_c, general, false) else { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -6671,7 +6726,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sen
 pub static NEXT_MPI_Ineighbor_alltoall_c: Next = Next::new(c"PMPI_Ineighbor_alltoall_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall_c, general) else { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall_c, general, false) else { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
@@ -6708,7 +6763,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Ineighbor_alltoallv_c: Next = Next::new(c"PMPI_Ineighbor_alltoallv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv_c, general) else { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv_c, general, false) else { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -6745,7 +6800,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, send
 pub static NEXT_MPI_Ineighbor_alltoallw_c: Next = Next::new(c"PMPI_Ineighbor_alltoallw_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw_c, general) else { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw_c, general, false) else { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -6782,7 +6837,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, send
 pub static NEXT_MPI_Ireduce_c: Next = Next::new(c"PMPI_Ireduce_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_c, general) else { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_c, general, false) else { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
@@ -6819,7 +6874,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_
 pub static NEXT_MPI_Ireduce_scatter_block_c: Next = Next::new(c"PMPI_Ireduce_scatter_block_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block_c, general) else { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block_c, general, false) else { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
@@ -6856,7 +6911,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, re
 pub static NEXT_MPI_Ireduce_scatter_c: Next = Next::new(c"PMPI_Ireduce_scatter_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_c, general) else { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_c, general, false) else { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
@@ -6893,7 +6948,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf:
 pub static NEXT_MPI_Iscan_c: Next = Next::new(c"PMPI_Iscan_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan_c, general) else { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscan_c, general, false) else { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
@@ -6930,7 +6985,7 @@ pub unsafe extern "C" fn PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_vo
 pub static NEXT_MPI_Iscatter_c: Next = Next::new(c"PMPI_Iscatter_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter_c, general) else { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter_c, general, false) else { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
@@ -6967,7 +7022,7 @@ pub unsafe extern "C" fn PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_
 pub static NEXT_MPI_Iscatterv_c: Next = Next::new(c"PMPI_Iscatterv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv_c, general) else { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv_c, general, false) else { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
@@ -7004,7 +7059,7 @@ pub unsafe extern "C" fn PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *c
 pub static NEXT_MPI_Neighbor_allgather_c: Next = Next::new(c"PMPI_Neighbor_allgather_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_c, general) else { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_c, general, false) else { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
@@ -7041,7 +7096,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Neighbor_allgather_init: Next = Next::new(c"PMPI_Neighbor_allgather_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init, general) else { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init, general, false) else { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
@@ -7078,7 +7133,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_init(sendbuf: *const c_void, se
 pub static NEXT_MPI_Neighbor_allgather_init_c: Next = Next::new(c"PMPI_Neighbor_allgather_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init_c, general) else { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init_c, general, false) else { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
@@ -7115,7 +7170,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, 
 pub static NEXT_MPI_Neighbor_allgatherv_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_c, general) else { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_c, general, false) else { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -7152,7 +7207,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, send
 pub static NEXT_MPI_Neighbor_allgatherv_init: Next = Next::new(c"PMPI_Neighbor_allgatherv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init, general) else { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init, general, false) else { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
@@ -7189,7 +7244,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, s
 pub static NEXT_MPI_Neighbor_allgatherv_init_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init_c, general) else { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init_c, general, false) else { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -7226,7 +7281,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void,
 pub static NEXT_MPI_Neighbor_alltoall_c: Next = Next::new(c"PMPI_Neighbor_alltoall_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_c, general) else { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_c, general, false) else { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
@@ -7263,7 +7318,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Neighbor_alltoall_init: Next = Next::new(c"PMPI_Neighbor_alltoall_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init, general) else { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init, general, false) else { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
@@ -7300,7 +7355,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sen
 pub static NEXT_MPI_Neighbor_alltoall_init_c: Next = Next::new(c"PMPI_Neighbor_alltoall_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init_c, general) else { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init_c, general, false) else { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
@@ -7337,7 +7392,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, s
 pub static NEXT_MPI_Neighbor_alltoallv_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_c, general) else { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_c, general, false) else { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -7374,7 +7429,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Neighbor_alltoallv_init: Next = Next::new(c"PMPI_Neighbor_alltoallv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init, general) else { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init, general, false) else { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
@@ -7411,7 +7466,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, se
 pub static NEXT_MPI_Neighbor_alltoallv_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init_c, general) else { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init_c, general, false) else { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
@@ -7448,7 +7503,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, 
 pub static NEXT_MPI_Neighbor_alltoallw_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_c, general) else { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_c, general, false) else { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -7485,7 +7540,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Neighbor_alltoallw_init: Next = Next::new(c"PMPI_Neighbor_alltoallw_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init, general) else { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init, general, false) else { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
@@ -7522,7 +7577,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, se
 pub static NEXT_MPI_Neighbor_alltoallw_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init_c, general) else { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init_c, general, false) else { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
@@ -7559,7 +7614,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, 
 pub static NEXT_MPI_Reduce_c: Next = Next::new(c"PMPI_Reduce_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_c, general) else { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_c, general, false) else { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
@@ -7596,7 +7651,7 @@ pub unsafe extern "C" fn PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_v
 pub static NEXT_MPI_Reduce_init: Next = Next::new(c"PMPI_Reduce_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init, general) else { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init, general, false) else { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
@@ -7633,7 +7688,7 @@ pub unsafe extern "C" fn PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut 
 pub static NEXT_MPI_Reduce_init_c: Next = Next::new(c"PMPI_Reduce_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init_c, general) else { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init_c, general, false) else { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
@@ -7670,7 +7725,7 @@ pub unsafe extern "C" fn PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mu
 pub static NEXT_MPI_Reduce_local_c: Next = Next::new(c"PMPI_Reduce_local_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local_c, general) else { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local_c, general, false) else { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
@@ -7707,7 +7762,7 @@ pub unsafe extern "C" fn PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mu
 pub static NEXT_MPI_Reduce_scatter_block_c: Next = Next::new(c"PMPI_Reduce_scatter_block_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_c, general) else { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_c, general, false) else { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
@@ -7744,7 +7799,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, rec
 pub static NEXT_MPI_Reduce_scatter_block_init: Next = Next::new(c"PMPI_Reduce_scatter_block_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init, general) else { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init, general, false) else { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
@@ -7781,7 +7836,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init(sendbuf: *const c_void, 
 pub static NEXT_MPI_Reduce_scatter_block_init_c: Next = Next::new(c"PMPI_Reduce_scatter_block_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init_c, general) else { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init_c, general, false) else { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
@@ -7818,7 +7873,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void
 pub static NEXT_MPI_Reduce_scatter_c: Next = Next::new(c"PMPI_Reduce_scatter_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_c, general) else { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_c, general, false) else { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
@@ -7855,7 +7910,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: 
 pub static NEXT_MPI_Reduce_scatter_init: Next = Next::new(c"PMPI_Reduce_scatter_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init, general) else { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init, general, false) else { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
@@ -7892,7 +7947,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbu
 pub static NEXT_MPI_Reduce_scatter_init_c: Next = Next::new(c"PMPI_Reduce_scatter_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init_c, general) else { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init_c, general, false) else { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
@@ -7929,7 +7984,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recv
 pub static NEXT_MPI_Scan_c: Next = Next::new(c"PMPI_Scan_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_c, general) else { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scan_c, general, false) else { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
@@ -7966,7 +8021,7 @@ pub unsafe extern "C" fn PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_voi
 pub static NEXT_MPI_Scan_init: Next = Next::new(c"PMPI_Scan_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init, general) else { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init, general, false) else { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
@@ -8003,7 +8058,7 @@ pub unsafe extern "C" fn PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_
 pub static NEXT_MPI_Scan_init_c: Next = Next::new(c"PMPI_Scan_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init_c, general) else { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init_c, general, false) else { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
@@ -8040,7 +8095,7 @@ pub unsafe extern "C" fn PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut 
 pub static NEXT_MPI_Scatter_c: Next = Next::new(c"PMPI_Scatter_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_c, general) else { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_c, general, false) else { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
@@ -8077,7 +8132,7 @@ pub unsafe extern "C" fn PMPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_C
 pub static NEXT_MPI_Scatter_init: Next = Next::new(c"PMPI_Scatter_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init, general) else { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init, general, false) else { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
@@ -8114,7 +8169,7 @@ pub unsafe extern "C" fn PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_
 pub static NEXT_MPI_Scatter_init_c: Next = Next::new(c"PMPI_Scatter_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init_c, general) else { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init_c, general, false) else { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
@@ -8151,7 +8206,7 @@ pub unsafe extern "C" fn PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: 
 pub static NEXT_MPI_Scatterv_c: Next = Next::new(c"PMPI_Scatterv_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_c, general) else { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_c, general, false) else { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
@@ -8188,7 +8243,7 @@ pub unsafe extern "C" fn PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *co
 pub static NEXT_MPI_Scatterv_init: Next = Next::new(c"PMPI_Scatterv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init, general) else { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init, general, false) else { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
@@ -8225,7 +8280,7 @@ pub unsafe extern "C" fn PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: 
 pub static NEXT_MPI_Scatterv_init_c: Next = Next::new(c"PMPI_Scatterv_init_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init_c, general) else { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init_c, general, false) else { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
@@ -8262,7 +8317,7 @@ pub unsafe extern "C" fn PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts
 pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
@@ -8299,7 +8354,7 @@ pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_coun
 pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
 #[inline(always)]
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
@@ -8336,7 +8391,7 @@ pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compa
 pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
 #[inline(always)]
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
@@ -8373,7 +8428,7 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_ad
 pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
 #[inline(always)]
 unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get, general) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
@@ -8415,7 +8470,7 @@ pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int,
 pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
@@ -8452,7 +8507,7 @@ pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_
 pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
 #[inline(always)]
 unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put, general) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
@@ -8494,7 +8549,7 @@ pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_in
 pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
@@ -8531,7 +8586,7 @@ pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_cou
 pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
@@ -8568,7 +8623,7 @@ pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int
 pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
@@ -8605,7 +8660,7 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin
 pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
 #[inline(always)]
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
@@ -8642,7 +8697,7 @@ pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_i
 pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
@@ -8679,7 +8734,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, inf
 pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
@@ -8716,7 +8771,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_i
 pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
@@ -8753,7 +8808,7 @@ pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: 
 pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -8790,7 +8845,7 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int
 pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general) else { return general_MPI_Win_complete(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
@@ -8827,7 +8882,7 @@ pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
@@ -8864,7 +8919,7 @@ pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp
 pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
@@ -8901,7 +8956,7 @@ pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm,
 pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -8938,7 +8993,7 @@ pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler
 pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
@@ -8975,7 +9030,7 @@ pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_a
 pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
@@ -9012,7 +9067,7 @@ pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -
 pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general) else { return general_MPI_Win_detach(win, base, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
@@ -9049,7 +9104,7 @@ pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c
 pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
@@ -9091,7 +9146,7 @@ pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
@@ -9133,7 +9188,7 @@ pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general) else { return general_MPI_Win_flush_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
@@ -9170,7 +9225,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
@@ -9207,7 +9262,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_in
 pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
@@ -9244,7 +9299,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general) else { return general_MPI_Win_free(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
@@ -9281,7 +9336,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
@@ -9318,7 +9373,7 @@ pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
 pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
@@ -9355,7 +9410,7 @@ pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attr
 pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -9392,7 +9447,7 @@ pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut 
 pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
@@ -9429,7 +9484,7 @@ pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
 pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
@@ -9466,7 +9521,7 @@ pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Inf
 pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
@@ -9503,7 +9558,7 @@ pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, 
 pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
@@ -9545,7 +9600,7 @@ pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_
 pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
@@ -9582,7 +9637,7 @@ pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int
 pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
@@ -9619,7 +9674,7 @@ pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI
 pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
@@ -9656,7 +9711,7 @@ pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attr
 pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -9693,7 +9748,7 @@ pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_E
 pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
@@ -9730,7 +9785,7 @@ pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_in
 pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
@@ -9767,7 +9822,7 @@ pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char
 pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
@@ -9804,7 +9859,7 @@ pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: 
 pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
@@ -9841,7 +9896,7 @@ pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MP
 pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general) else { return general_MPI_Win_sync(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
@@ -9878,7 +9933,7 @@ pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general) else { return general_MPI_Win_test(win, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
@@ -9915,7 +9970,7 @@ pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int 
 pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
@@ -9957,7 +10012,7 @@ pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
@@ -9994,7 +10049,7 @@ pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general) else { return general_MPI_Win_wait(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
@@ -10031,7 +10086,7 @@ pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Accumulate_c: Next = Next::new(c"PMPI_Accumulate_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate_c, general) else { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate_c, general, false) else { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10068,7 +10123,7 @@ pub unsafe extern "C" fn PMPI_Accumulate_c(origin_addr: *const c_void, origin_co
 pub static NEXT_MPI_Get_accumulate_c: Next = Next::new(c"PMPI_Get_accumulate_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate_c, general) else { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate_c, general, false) else { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10105,7 +10160,7 @@ pub unsafe extern "C" fn PMPI_Get_accumulate_c(origin_addr: *const c_void, origi
 pub static NEXT_MPI_Get_c: Next = Next::new(c"PMPI_Get_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_c, general) else { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_c, general, false) else { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
@@ -10142,7 +10197,7 @@ pub unsafe extern "C" fn PMPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_
 pub static NEXT_MPI_Put_c: Next = Next::new(c"PMPI_Put_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Put_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put_c, general) else { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Put_c, general, false) else { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
@@ -10179,7 +10234,7 @@ pub unsafe extern "C" fn PMPI_Put_c(origin_addr: *const c_void, origin_count: MP
 pub static NEXT_MPI_Raccumulate_c: Next = Next::new(c"PMPI_Raccumulate_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate_c, general) else { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate_c, general, false) else { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
@@ -10216,7 +10271,7 @@ pub unsafe extern "C" fn PMPI_Raccumulate_c(origin_addr: *const c_void, origin_c
 pub static NEXT_MPI_Rget_accumulate_c: Next = Next::new(c"PMPI_Rget_accumulate_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate_c, general) else { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate_c, general, false) else { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10253,7 +10308,7 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate_c(origin_addr: *const c_void, orig
 pub static NEXT_MPI_Rget_c: Next = Next::new(c"PMPI_Rget_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_c, general) else { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget_c, general, false) else { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
@@ -10290,7 +10345,7 @@ pub unsafe extern "C" fn PMPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI
 pub static NEXT_MPI_Rput_c: Next = Next::new(c"PMPI_Rput_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput_c, general) else { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rput_c, general, false) else { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
@@ -10327,7 +10382,7 @@ pub unsafe extern "C" fn PMPI_Rput_c(origin_addr: *const c_void, origin_count: M
 pub static NEXT_MPI_Win_allocate_c: Next = Next::new(c"PMPI_Win_allocate_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_c, general) else { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_c, general, false) else { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
@@ -10364,7 +10419,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint
 pub static NEXT_MPI_Win_allocate_shared_c: Next = Next::new(c"PMPI_Win_allocate_shared_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared_c, general) else { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared_c, general, false) else { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
@@ -10401,7 +10456,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: M
 pub static NEXT_MPI_Win_create_c: Next = Next::new(c"PMPI_Win_create_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_c, general) else { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_c, general, false) else { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
@@ -10438,7 +10493,7 @@ pub unsafe extern "C" fn PMPI_Win_create_c(base: *mut c_void, size: MPI_Aint, di
 pub static NEXT_MPI_Win_shared_query_c: Next = Next::new(c"PMPI_Win_shared_query_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query_c, general) else { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query_c, general, false) else { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut MPI_Aint, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
@@ -10475,7 +10530,7 @@ pub unsafe extern "C" fn PMPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size
 pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_File, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -10512,7 +10567,7 @@ pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_in
 pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -10549,7 +10604,7 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandl
 pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -10586,7 +10641,7 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MP
 pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -10623,7 +10678,7 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *m
 pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
 #[inline(always)]
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
@@ -10660,7 +10715,7 @@ pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char,
 pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
 #[inline(always)]
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general) else { return general_MPI_File_close(fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
@@ -10697,7 +10752,7 @@ pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
 pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general) else { return general_MPI_File_delete(filename, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
@@ -10734,7 +10789,7 @@ pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Inf
 pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
@@ -10771,7 +10826,7 @@ pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c
 pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
 #[inline(always)]
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
@@ -10808,7 +10863,7 @@ pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -
 pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
@@ -10845,7 +10900,7 @@ pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset)
 pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
@@ -10882,7 +10937,7 @@ pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group
 pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
@@ -10919,7 +10974,7 @@ pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) ->
 pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
@@ -10956,7 +11011,7 @@ pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_i
 pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
@@ -10993,7 +11048,7 @@ pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_In
 pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
@@ -11030,7 +11085,7 @@ pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etyp
 pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
@@ -11067,7 +11122,7 @@ pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset,
 pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11106,7 +11161,7 @@ pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf
 pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11145,7 +11200,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset,
 pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
@@ -11182,7 +11237,7 @@ pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, bu
 pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
@@ -11219,7 +11274,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset
 pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
@@ -11256,7 +11311,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, bu
 pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
@@ -11293,7 +11348,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, b
 pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
@@ -11330,7 +11385,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset
 pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
@@ -11367,7 +11422,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offse
 pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11406,7 +11461,7 @@ pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c
 pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11445,7 +11500,7 @@ pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, coun
 pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
@@ -11482,7 +11537,7 @@ pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count
 pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
@@ -11519,7 +11574,7 @@ pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, c
 pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
@@ -11556,7 +11611,7 @@ pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: 
 pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
@@ -11593,7 +11648,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, coun
 pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
@@ -11630,7 +11685,7 @@ pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, cou
 pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
@@ -11667,7 +11722,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, 
 pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
@@ -11704,7 +11759,7 @@ pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence
 pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
@@ -11741,7 +11796,7 @@ pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_O
 pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
@@ -11778,7 +11833,7 @@ pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Off
 pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11817,7 +11872,7 @@ pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, c
 pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
@@ -11854,7 +11909,7 @@ pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void
 pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
@@ -11891,7 +11946,7 @@ pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
@@ -11928,7 +11983,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11967,7 +12022,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
@@ -12004,7 +12059,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
@@ -12041,7 +12096,7 @@ pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset,
 pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
@@ -12078,7 +12133,7 @@ pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mu
 pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -12115,7 +12170,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_O
 pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
@@ -12152,7 +12207,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_voi
 pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -12189,7 +12244,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_
 pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
@@ -12226,7 +12281,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_
 pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
@@ -12263,7 +12318,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void
 pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
@@ -12300,7 +12355,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
@@ -12337,7 +12392,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_v
 pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
@@ -12374,7 +12429,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -12411,7 +12466,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_
 pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
@@ -12448,7 +12503,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_vo
 pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -12485,7 +12540,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const
 pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
@@ -12522,7 +12577,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c
 pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
@@ -12559,7 +12614,7 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_D
 pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
@@ -12596,7 +12651,7 @@ pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c
 pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
@@ -12633,7 +12688,7 @@ pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int)
 pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
 #[inline(always)]
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general) else { return general_MPI_File_sync(fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
@@ -12670,7 +12725,7 @@ pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
 pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
@@ -12707,7 +12762,7 @@ pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conv
 pub static NEXT_MPI_File_get_type_extent_c: Next = Next::new(c"PMPI_File_get_type_extent_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent_c, general) else { return general_MPI_File_get_type_extent_c(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent_c, general, false) else { return general_MPI_File_get_type_extent_c(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
@@ -12744,7 +12799,7 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI
 pub static NEXT_MPI_File_iread_all_c: Next = Next::new(c"PMPI_File_iread_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all_c, general) else { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all_c, general, false) else { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
@@ -12781,7 +12836,7 @@ pub unsafe extern "C" fn PMPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, c
 pub static NEXT_MPI_File_iread_at_all_c: Next = Next::new(c"PMPI_File_iread_at_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all_c, general) else { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all_c, general, false) else { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
@@ -12818,7 +12873,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offs
 pub static NEXT_MPI_File_iread_at_c: Next = Next::new(c"PMPI_File_iread_at_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_c, general) else { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_c, general, false) else { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
@@ -12855,7 +12910,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, 
 pub static NEXT_MPI_File_iread_c: Next = Next::new(c"PMPI_File_iread_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_c, general) else { return general_MPI_File_iread_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_c, general, false) else { return general_MPI_File_iread_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
@@ -12892,7 +12947,7 @@ pub unsafe extern "C" fn PMPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count
 pub static NEXT_MPI_File_iread_shared_c: Next = Next::new(c"PMPI_File_iread_shared_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared_c, general) else { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared_c, general, false) else { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
@@ -12929,7 +12984,7 @@ pub unsafe extern "C" fn PMPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void
 pub static NEXT_MPI_File_iwrite_all_c: Next = Next::new(c"PMPI_File_iwrite_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all_c, general) else { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all_c, general, false) else { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
@@ -12966,7 +13021,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void
 pub static NEXT_MPI_File_iwrite_at_all_c: Next = Next::new(c"PMPI_File_iwrite_at_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all_c, general) else { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all_c, general, false) else { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
@@ -13003,7 +13058,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Off
 pub static NEXT_MPI_File_iwrite_at_c: Next = Next::new(c"PMPI_File_iwrite_at_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_c, general) else { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_c, general, false) else { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
@@ -13040,7 +13095,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset,
 pub static NEXT_MPI_File_iwrite_c: Next = Next::new(c"PMPI_File_iwrite_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_c, general) else { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_c, general, false) else { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
@@ -13077,7 +13132,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, co
 pub static NEXT_MPI_File_iwrite_shared_c: Next = Next::new(c"PMPI_File_iwrite_shared_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared_c, general) else { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared_c, general, false) else { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
@@ -13114,7 +13169,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_v
 pub static NEXT_MPI_File_read_all_begin_c: Next = Next::new(c"PMPI_File_read_all_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin_c, general) else { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin_c, general, false) else { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13151,7 +13206,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_vo
 pub static NEXT_MPI_File_read_all_c: Next = Next::new(c"PMPI_File_read_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_c, general) else { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_c, general, false) else { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13190,7 +13245,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, co
 pub static NEXT_MPI_File_read_at_all_begin_c: Next = Next::new(c"PMPI_File_read_at_all_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin_c, general) else { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin_c, general, false) else { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13227,7 +13282,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI
 pub static NEXT_MPI_File_read_at_all_c: Next = Next::new(c"PMPI_File_read_at_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_c, general) else { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_c, general, false) else { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13266,7 +13321,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offse
 pub static NEXT_MPI_File_read_at_c: Next = Next::new(c"PMPI_File_read_at_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_c, general) else { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_c, general, false) else { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13305,7 +13360,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, b
 pub static NEXT_MPI_File_read_c: Next = Next::new(c"PMPI_File_read_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_c, general) else { return general_MPI_File_read_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_c, general, false) else { return general_MPI_File_read_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13344,7 +13399,7 @@ pub unsafe extern "C" fn PMPI_File_read_c(fh: MPI_File, buf: *mut c_void, count:
 pub static NEXT_MPI_File_read_ordered_begin_c: Next = Next::new(c"PMPI_File_read_ordered_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin_c, general) else { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin_c, general, false) else { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
@@ -13381,7 +13436,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut 
 pub static NEXT_MPI_File_read_ordered_c: Next = Next::new(c"PMPI_File_read_ordered_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_c, general) else { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_c, general, false) else { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13420,7 +13475,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void
 pub static NEXT_MPI_File_read_shared_c: Next = Next::new(c"PMPI_File_read_shared_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared_c, general) else { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared_c, general, false) else { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13459,7 +13514,7 @@ pub unsafe extern "C" fn PMPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void,
 pub static NEXT_MPI_File_write_all_begin_c: Next = Next::new(c"PMPI_File_write_all_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin_c, general) else { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin_c, general, false) else { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13496,7 +13551,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin_c(fh: MPI_File, buf: *const c
 pub static NEXT_MPI_File_write_all_c: Next = Next::new(c"PMPI_File_write_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_c, general) else { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_c, general, false) else { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
@@ -13533,7 +13588,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_c(fh: MPI_File, buf: *const c_void,
 pub static NEXT_MPI_File_write_at_all_begin_c: Next = Next::new(c"PMPI_File_write_at_all_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin_c, general) else { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin_c, general, false) else { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13570,7 +13625,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c(fh: MPI_File, offset: MP
 pub static NEXT_MPI_File_write_at_all_c: Next = Next::new(c"PMPI_File_write_at_all_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_c, general) else { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_c, general, false) else { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
@@ -13607,7 +13662,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offs
 pub static NEXT_MPI_File_write_at_c: Next = Next::new(c"PMPI_File_write_at_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_c, general) else { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_c, general, false) else { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
@@ -13644,7 +13699,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, 
 pub static NEXT_MPI_File_write_c: Next = Next::new(c"PMPI_File_write_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_c, general) else { return general_MPI_File_write_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_c, general, false) else { return general_MPI_File_write_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
@@ -13681,7 +13736,7 @@ pub unsafe extern "C" fn PMPI_File_write_c(fh: MPI_File, buf: *const c_void, cou
 pub static NEXT_MPI_File_write_ordered_begin_c: Next = Next::new(c"PMPI_File_write_ordered_begin_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin_c, general) else { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin_c, general, false) else { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
@@ -13718,7 +13773,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c(fh: MPI_File, buf: *con
 pub static NEXT_MPI_File_write_ordered_c: Next = Next::new(c"PMPI_File_write_ordered_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_c, general) else { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_c, general, false) else { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
@@ -13755,7 +13810,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_c(fh: MPI_File, buf: *const c_v
 pub static NEXT_MPI_File_write_shared_c: Next = Next::new(c"PMPI_File_write_shared_c");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared_c, general) else { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared_c, general, false) else { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
@@ -13792,7 +13847,7 @@ pub unsafe extern "C" fn PMPI_File_write_shared_c(fh: MPI_File, buf: *const c_vo
 pub static NEXT_MPI_Register_datarep_c: Next = Next::new(c"PMPI_Register_datarep_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function_c, write_conversion_fn: MPI_Datarep_conversion_function_c, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep_c, general) else { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep_c, general, false) else { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function_c, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
@@ -13829,7 +13884,7 @@ pub unsafe extern "C" fn PMPI_Register_datarep_c(datarep: *const c_char, read_co
 pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general) else { return general_MPI_Get_address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
@@ -13866,7 +13921,7 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
 pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
@@ -13903,7 +13958,7 @@ pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *cons
 pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
@@ -13940,7 +13995,7 @@ pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount
 pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
@@ -13977,7 +14032,7 @@ pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatyp
 pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
@@ -14014,7 +14069,7 @@ pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, 
 pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general) else { return general_MPI_Type_commit(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
@@ -14051,7 +14106,7 @@ pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
 pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
@@ -14088,7 +14143,7 @@ pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatyp
 pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
@@ -14125,7 +14180,7 @@ pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims
 pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
@@ -14162,7 +14217,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtyp
 pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
@@ -14199,7 +14254,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MP
 pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
@@ -14236,7 +14291,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: 
 pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
@@ -14273,7 +14328,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blockleng
 pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
@@ -14310,7 +14365,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blockl
 pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
@@ -14347,7 +14402,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_i
 pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
@@ -14384,7 +14439,7 @@ pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_cop
 pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
@@ -14421,7 +14476,7 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklengt
 pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
@@ -14458,7 +14513,7 @@ pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_le
 pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
@@ -14495,7 +14550,7 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *co
 pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
@@ -14532,7 +14587,7 @@ pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI
 pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
@@ -14569,7 +14624,7 @@ pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval
 pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
@@ -14606,7 +14661,7 @@ pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_D
 pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general) else { return general_MPI_Type_free(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(r#type);
@@ -14648,7 +14703,7 @@ pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
 pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
@@ -14685,7 +14740,7 @@ pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int
 pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
@@ -14722,7 +14777,7 @@ pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c
 pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
@@ -14759,7 +14814,7 @@ pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integer
 pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
@@ -14796,7 +14851,7 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_intege
 pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
@@ -14833,7 +14888,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI
 pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
@@ -14870,7 +14925,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut M
 pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
@@ -14907,7 +14962,7 @@ pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mu
 pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
@@ -14944,7 +14999,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_
 pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
@@ -14981,7 +15036,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, tru
 pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
@@ -15018,7 +15073,7 @@ pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: 
 pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
@@ -15055,7 +15110,7 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#t
 pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
@@ -15092,7 +15147,7 @@ pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c
 pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
@@ -15129,7 +15184,7 @@ pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *co
 pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
@@ -15166,7 +15221,7 @@ pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) 
 pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
@@ -15203,7 +15258,7 @@ pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_C
 pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
@@ -15240,7 +15295,7 @@ pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stri
 pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
@@ -15277,7 +15332,7 @@ pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, positi
 pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
@@ -15314,7 +15369,7 @@ pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *co
 pub static NEXT_MPI_Address: Next = Next::new(c"PMPI_Address");
 #[inline(always)]
 unsafe fn wrap_MPI_Address(via_pmpi: bool, general: bool, location: *mut c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Address, general) else { return general_MPI_Address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Address, general, false) else { return general_MPI_Address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
@@ -15351,7 +15406,7 @@ pub unsafe extern "C" fn PMPI_Address(location: *mut c_void, address: *mut MPI_A
 pub static NEXT_MPI_Pack_c: Next = Next::new(c"PMPI_Pack_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_c, general) else { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_c, general, false) else { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
@@ -15388,7 +15443,7 @@ pub unsafe extern "C" fn PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, d
 pub static NEXT_MPI_Pack_external_c: Next = Next::new(c"PMPI_Pack_external_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_c, general) else { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_c, general, false) else { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
@@ -15425,7 +15480,7 @@ pub unsafe extern "C" fn PMPI_Pack_external_c(datarep: *const c_char, inbuf: *co
 pub static NEXT_MPI_Pack_external_size_c: Next = Next::new(c"PMPI_Pack_external_size_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, general: bool, datarep: *const c_char, incount: MPI_Count, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size_c, general) else { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size_c, general, false) else { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Count, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
@@ -15462,7 +15517,7 @@ pub unsafe extern "C" fn PMPI_Pack_external_size_c(datarep: *const c_char, incou
 pub static NEXT_MPI_Pack_size_c: Next = Next::new(c"PMPI_Pack_size_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, general: bool, incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size_c, general) else { return general_MPI_Pack_size_c(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size_c, general, false) else { return general_MPI_Pack_size_c(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
@@ -15499,7 +15554,7 @@ pub unsafe extern "C" fn PMPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Data
 pub static NEXT_MPI_Type_contiguous_c: Next = Next::new(c"PMPI_Type_contiguous_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, general: bool, count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous_c, general) else { return general_MPI_Type_contiguous_c(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous_c, general, false) else { return general_MPI_Type_contiguous_c(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
@@ -15536,7 +15591,7 @@ pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_D
 pub static NEXT_MPI_Type_create_darray_c: Next = Next::new(c"PMPI_Type_create_darray_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray_c, general) else { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray_c, general, false) else { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const MPI_Count, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
@@ -15573,7 +15628,7 @@ pub unsafe extern "C" fn PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndi
 pub static NEXT_MPI_Type_create_hindexed_block_c: Next = Next::new(c"PMPI_Type_create_hindexed_block_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block_c, general) else { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block_c, general, false) else { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
@@ -15610,7 +15665,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_c(count: MPI_Count, blo
 pub static NEXT_MPI_Type_create_hindexed_c: Next = Next::new(c"PMPI_Type_create_hindexed_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_c, general) else { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_c, general, false) else { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
@@ -15647,7 +15702,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_c(count: MPI_Count, array_of_
 pub static NEXT_MPI_Type_create_hvector_c: Next = Next::new(c"PMPI_Type_create_hvector_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector_c, general) else { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector_c, general, false) else { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
@@ -15684,7 +15739,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector_c(count: MPI_Count, blocklengt
 pub static NEXT_MPI_Type_create_indexed_block_c: Next = Next::new(c"PMPI_Type_create_indexed_block_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block_c, general) else { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block_c, general, false) else { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
@@ -15721,7 +15776,7 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c(count: MPI_Count, bloc
 pub static NEXT_MPI_Type_create_resized_c: Next = Next::new(c"PMPI_Type_create_resized_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized_c, general) else { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized_c, general, false) else { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
@@ -15758,7 +15813,7 @@ pub unsafe extern "C" fn PMPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: M
 pub static NEXT_MPI_Type_create_struct_c: Next = Next::new(c"PMPI_Type_create_struct_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct_c, general) else { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct_c, general, false) else { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
@@ -15795,7 +15850,7 @@ pub unsafe extern "C" fn PMPI_Type_create_struct_c(count: MPI_Count, array_of_bl
 pub static NEXT_MPI_Type_create_subarray_c: Next = Next::new(c"PMPI_Type_create_subarray_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, general: bool, ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray_c, general) else { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray_c, general, false) else { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const MPI_Count, *const MPI_Count, *const MPI_Count, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
@@ -15832,7 +15887,7 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray_c(ndims: c_int, array_of_size
 pub static NEXT_MPI_Type_extent: Next = Next::new(c"PMPI_Type_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_extent, general) else { return general_MPI_Type_extent(datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_extent, general, false) else { return general_MPI_Type_extent(datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
@@ -15869,7 +15924,7 @@ pub unsafe extern "C" fn PMPI_Type_extent(datatype: MPI_Datatype, extent: *mut M
 pub static NEXT_MPI_Type_get_contents_c: Next = Next::new(c"PMPI_Type_get_contents_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents_c, general) else { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents_c, general, false) else { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, MPI_Count, MPI_Count, *mut c_int, *mut MPI_Aint, *mut MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
@@ -15906,7 +15961,7 @@ pub unsafe extern "C" fn PMPI_Type_get_contents_c(datatype: MPI_Datatype, max_in
 pub static NEXT_MPI_Type_get_envelope_c: Next = Next::new(c"PMPI_Type_get_envelope_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope_c, general) else { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope_c, general, false) else { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
@@ -15943,7 +15998,7 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope_c(datatype: MPI_Datatype, num_in
 pub static NEXT_MPI_Type_get_extent_c: Next = Next::new(c"PMPI_Type_get_extent_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_c, general) else { return general_MPI_Type_get_extent_c(datatype, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_c, general, false) else { return general_MPI_Type_get_extent_c(datatype, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
@@ -15980,7 +16035,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut
 pub static NEXT_MPI_Type_get_true_extent_c: Next = Next::new(c"PMPI_Type_get_true_extent_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_c, general) else { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_c, general, false) else { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
@@ -16017,7 +16072,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(datatype: MPI_Datatype, tru
 pub static NEXT_MPI_Type_hindexed: Next = Next::new(c"PMPI_Type_hindexed");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_hindexed, general) else { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_hindexed, general, false) else { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
@@ -16054,7 +16109,7 @@ pub unsafe extern "C" fn PMPI_Type_hindexed(count: c_int, array_of_blocklengths:
 pub static NEXT_MPI_Type_hvector: Next = Next::new(c"PMPI_Type_hvector");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_hvector, general) else { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_hvector, general, false) else { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
@@ -16091,7 +16146,7 @@ pub unsafe extern "C" fn PMPI_Type_hvector(count: c_int, blocklength: c_int, str
 pub static NEXT_MPI_Type_indexed_c: Next = Next::new(c"PMPI_Type_indexed_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed_c, general) else { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed_c, general, false) else { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
@@ -16128,7 +16183,7 @@ pub unsafe extern "C" fn PMPI_Type_indexed_c(count: MPI_Count, array_of_blocklen
 pub static NEXT_MPI_Type_lb: Next = Next::new(c"PMPI_Type_lb");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, general: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_lb, general) else { return general_MPI_Type_lb(datatype, displacement, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_lb, general, false) else { return general_MPI_Type_lb(datatype, displacement, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
@@ -16165,7 +16220,7 @@ pub unsafe extern "C" fn PMPI_Type_lb(datatype: MPI_Datatype, displacement: *mut
 pub static NEXT_MPI_Type_size_c: Next = Next::new(c"PMPI_Type_size_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_c, general) else { return general_MPI_Type_size_c(datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_c, general, false) else { return general_MPI_Type_size_c(datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
@@ -16202,7 +16257,7 @@ pub unsafe extern "C" fn PMPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI
 pub static NEXT_MPI_Type_struct: Next = Next::new(c"PMPI_Type_struct");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_struct, general) else { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_struct, general, false) else { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
@@ -16239,7 +16294,7 @@ pub unsafe extern "C" fn PMPI_Type_struct(count: c_int, array_of_blocklengths: *
 pub static NEXT_MPI_Type_ub: Next = Next::new(c"PMPI_Type_ub");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, general: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_ub, general) else { return general_MPI_Type_ub(datatype, displacement, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_ub, general, false) else { return general_MPI_Type_ub(datatype, displacement, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
@@ -16276,7 +16331,7 @@ pub unsafe extern "C" fn PMPI_Type_ub(datatype: MPI_Datatype, displacement: *mut
 pub static NEXT_MPI_Type_vector_c: Next = Next::new(c"PMPI_Type_vector_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector_c, general) else { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector_c, general, false) else { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
@@ -16313,7 +16368,7 @@ pub unsafe extern "C" fn PMPI_Type_vector_c(count: MPI_Count, blocklength: MPI_C
 pub static NEXT_MPI_Unpack_c: Next = Next::new(c"PMPI_Unpack_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_c, general) else { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_c, general, false) else { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
@@ -16350,7 +16405,7 @@ pub unsafe extern "C" fn PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, 
 pub static NEXT_MPI_Unpack_external_c: Next = Next::new(c"PMPI_Unpack_external_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external_c, general) else { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external_c, general, false) else { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
@@ -16387,7 +16442,7 @@ pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *
 pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
 #[inline(always)]
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general) else { return general_MPI_Close_port(port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
@@ -16424,7 +16479,7 @@ pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
 pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
@@ -16461,7 +16516,7 @@ pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_In
 pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -16498,7 +16553,7 @@ pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_
 pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
@@ -16535,7 +16590,7 @@ pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, res
 pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
@@ -16572,7 +16627,7 @@ pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_I
 pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -16609,7 +16664,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandl
 pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
@@ -16646,7 +16701,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_cop
 pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
@@ -16683,7 +16738,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group
 pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
@@ -16720,7 +16775,7 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newc
 pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
@@ -16757,7 +16812,7 @@ pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_in
 pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -16799,7 +16854,7 @@ pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
@@ -16836,7 +16891,7 @@ pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -
 pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
@@ -16873,7 +16928,7 @@ pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, 
 pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
@@ -16910,7 +16965,7 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info,
 pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
@@ -16947,7 +17002,7 @@ pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int
 pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general) else { return general_MPI_Comm_free(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -16989,7 +17044,7 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
@@ -17026,7 +17081,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, 
 pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -17063,7 +17118,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mu
 pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
@@ -17100,7 +17155,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_
 pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
@@ -17137,7 +17192,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_ch
 pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
@@ -17174,7 +17229,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
@@ -17211,7 +17266,7 @@ pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) 
 pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
@@ -17248,7 +17303,7 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> 
 pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
@@ -17290,7 +17345,7 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_i
 pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
@@ -17327,7 +17382,7 @@ pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_
 pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
@@ -17364,7 +17419,7 @@ pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int)
 pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
@@ -17401,7 +17456,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, 
 pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -17438,7 +17493,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MP
 pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
@@ -17475,7 +17530,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c
 pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
@@ -17512,7 +17567,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_
 pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
@@ -17554,7 +17609,7 @@ pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_i
 pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
@@ -17591,7 +17646,7 @@ pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut
 pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
@@ -17628,7 +17683,7 @@ pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_command
 pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
@@ -17665,7 +17720,7 @@ pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_in
 pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
@@ -17702,7 +17757,7 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int,
 pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
@@ -17739,7 +17794,7 @@ pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) 
 pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
@@ -17776,7 +17831,7 @@ pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -
 pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
@@ -17813,7 +17868,7 @@ pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group
 pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
@@ -17850,7 +17905,7 @@ pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Gr
 pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
@@ -17887,7 +17942,7 @@ pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *con
 pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general) else { return general_MPI_Group_free(group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
@@ -17924,7 +17979,7 @@ pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
 pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
@@ -17961,7 +18016,7 @@ pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *con
 pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
@@ -17998,7 +18053,7 @@ pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_
 pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
@@ -18035,7 +18090,7 @@ pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, range
 pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
@@ -18072,7 +18127,7 @@ pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, range
 pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
@@ -18109,7 +18164,7 @@ pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> 
 pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general) else { return general_MPI_Group_size(group, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
@@ -18146,7 +18201,7 @@ pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> 
 pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
@@ -18183,7 +18238,7 @@ pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int,
 pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
@@ -18220,7 +18275,7 @@ pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, 
 pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
@@ -18257,7 +18312,7 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leade
 pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
@@ -18294,7 +18349,7 @@ pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, 
 pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
@@ -18331,7 +18386,7 @@ pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI
 pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
 #[inline(always)]
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
@@ -18368,7 +18423,7 @@ pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) 
 pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
@@ -18405,7 +18460,7 @@ pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MP
 pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
@@ -18442,7 +18497,7 @@ pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: 
 pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
@@ -18479,7 +18534,7 @@ pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_in
 pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
@@ -18516,7 +18571,7 @@ pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_
 pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
@@ -18553,7 +18608,7 @@ pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_
 pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
@@ -18590,7 +18645,7 @@ pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_f
 pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
@@ -18627,7 +18682,7 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 pub static NEXT_MPI_Comm_create_from_group: Next = Next::new(c"PMPI_Comm_create_from_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, general: bool, group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_from_group, general) else { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_from_group, general, false) else { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, stringtag, info, errhandler, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
@@ -18664,7 +18719,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_from_group(group: MPI_Group, stringtag
 pub static NEXT_MPI_Comm_idup_with_info: Next = Next::new(c"PMPI_Comm_idup_with_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup_with_info, general) else { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup_with_info, general, false) else { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
@@ -18701,7 +18756,7 @@ pub unsafe extern "C" fn PMPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info
 pub static NEXT_MPI_Errhandler_create: Next = Next::new(c"PMPI_Errhandler_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, general: bool, comm_errhandler_fn: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_create, general) else { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_create, general, false) else { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
@@ -18738,7 +18793,7 @@ pub unsafe extern "C" fn PMPI_Errhandler_create(comm_errhandler_fn: MPI_Comm_err
 pub static NEXT_MPI_Errhandler_get: Next = Next::new(c"PMPI_Errhandler_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_get, general) else { return general_MPI_Errhandler_get(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_get, general, false) else { return general_MPI_Errhandler_get(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
@@ -18775,7 +18830,7 @@ pub unsafe extern "C" fn PMPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MP
 pub static NEXT_MPI_Errhandler_set: Next = Next::new(c"PMPI_Errhandler_set");
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_set, general) else { return general_MPI_Errhandler_set(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_set, general, false) else { return general_MPI_Errhandler_set(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
@@ -18812,7 +18867,7 @@ pub unsafe extern "C" fn PMPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_Err
 pub static NEXT_MPI_Group_from_session_pset: Next = Next::new(c"PMPI_Group_from_session_pset");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, general: bool, session: MPI_Session, pset_name: *const c_char, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_from_session_pset, general) else { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_from_session_pset, general, false) else { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
@@ -18849,7 +18904,7 @@ pub unsafe extern "C" fn PMPI_Group_from_session_pset(session: MPI_Session, pset
 pub static NEXT_MPI_Intercomm_create_from_groups: Next = Next::new(c"PMPI_Intercomm_create_from_groups");
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, general: bool, local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create_from_groups, general) else { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create_from_groups, general, false) else { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Group, c_int, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
@@ -18886,7 +18941,7 @@ pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: MPI_Grou
 pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
@@ -18923,7 +18978,7 @@ pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: 
 pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
@@ -18960,7 +19015,7 @@ pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims
 pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
@@ -18997,7 +19052,7 @@ pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mu
 pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
@@ -19034,7 +19089,7 @@ pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *cons
 pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
@@ -19071,7 +19126,7 @@ pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, ra
 pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
@@ -19108,7 +19163,7 @@ pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp:
 pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
@@ -19145,7 +19200,7 @@ pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int
 pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
@@ -19182,7 +19237,7 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> 
 pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
@@ -19219,7 +19274,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, no
 pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
@@ -19256,7 +19311,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, ind
 pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -19293,7 +19348,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: 
 pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -19330,7 +19385,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneigh
 pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
@@ -19367,7 +19422,7 @@ pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mu
 pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
@@ -19404,7 +19459,7 @@ pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, in
 pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
@@ -19441,7 +19496,7 @@ pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedge
 pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
@@ -19478,7 +19533,7 @@ pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *c
 pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -19515,7 +19570,7 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int,
 pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -19552,7 +19607,7 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxne
 pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
@@ -19589,7 +19644,7 @@ pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, 
 pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
 #[inline(always)]
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
@@ -19626,7 +19681,7 @@ pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c
 pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
 #[inline(always)]
 unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
@@ -19664,7 +19719,7 @@ pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
 pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
@@ -19701,7 +19756,7 @@ pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
 pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
@@ -19738,7 +19793,7 @@ pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut 
 pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
@@ -19775,7 +19830,7 @@ pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const 
 pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
 #[inline(always)]
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
@@ -19812,7 +19867,7 @@ pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr:
 pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
 #[inline(always)]
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
@@ -19849,7 +19904,7 @@ pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_i
 pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
 #[inline(always)]
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
@@ -19886,7 +19941,7 @@ pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char
 pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
 #[inline(always)]
 unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general) else { return general_MPI_Finalize(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
@@ -19924,7 +19979,7 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
 pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
 #[inline(always)]
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general) else { return general_MPI_Finalized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
@@ -19961,7 +20016,7 @@ pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
 #[inline(always)]
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general) else { return general_MPI_Free_mem(base, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
@@ -19998,7 +20053,7 @@ pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
 pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
@@ -20035,7 +20090,7 @@ pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultle
 pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
@@ -20072,7 +20127,7 @@ pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *
 pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
@@ -20109,7 +20164,7 @@ pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut 
 pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general) else { return general_MPI_Info_create(info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
@@ -20146,7 +20201,7 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
 pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general) else { return general_MPI_Info_delete(info, key, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
@@ -20183,7 +20238,7 @@ pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) ->
 pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
@@ -20220,7 +20275,7 @@ pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -
 pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general) else { return general_MPI_Info_free(info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
@@ -20257,7 +20312,7 @@ pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
 pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
@@ -20294,7 +20349,7 @@ pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, value
 pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
@@ -20331,7 +20386,7 @@ pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) 
 pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
@@ -20368,7 +20423,7 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mu
 pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
@@ -20405,7 +20460,7 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_ch
 pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
@@ -20442,7 +20497,7 @@ pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value
 pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
 #[inline(always)]
 unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init, general) else { return general_MPI_Init(argc, argv, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv);
@@ -20490,7 +20545,7 @@ pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char
 pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
 #[inline(always)]
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general) else { return general_MPI_Initialized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
@@ -20527,7 +20582,7 @@ pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv, required, provided);
@@ -20577,7 +20632,7 @@ pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut
 pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
 #[inline(always)]
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
@@ -20614,7 +20669,7 @@ pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
@@ -20651,7 +20706,7 @@ pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) ->
 pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
@@ -20688,7 +20743,7 @@ pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_
 pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general) else { return general_MPI_Op_free(op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
@@ -20725,7 +20780,7 @@ pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
 pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general) else { return general_MPI_Query_thread(provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
@@ -20762,7 +20817,7 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
 pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
 #[inline(always)]
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general) else { return general_MPI_Wtick(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
@@ -20799,7 +20854,7 @@ pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
 pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
 #[inline(always)]
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general) else { return general_MPI_Wtime(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
@@ -20841,7 +20896,7 @@ pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
 pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
@@ -20878,7 +20933,7 @@ pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_in
 pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
 #[inline(always)]
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general) else { return general_MPI_T_finalize(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
@@ -20915,7 +20970,7 @@ pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
 pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
@@ -20952,7 +21007,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
@@ -20989,7 +21044,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_ch
 pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
@@ -21026,7 +21081,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: 
 pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -21063,7 +21118,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle:
 pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -21100,7 +21155,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle)
 pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
@@ -21137,7 +21192,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c
 pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
@@ -21174,7 +21229,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *cons
 pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
@@ -21211,7 +21266,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
@@ -21248,7 +21303,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c
 pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
@@ -21285,7 +21340,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category
 pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
@@ -21322,7 +21377,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int,
 pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
@@ -21359,7 +21414,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int,
 pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
@@ -21396,7 +21451,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c
 pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
@@ -21433,7 +21488,7 @@ pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
@@ -21470,7 +21525,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
@@ -21507,7 +21562,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_ch
 pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
@@ -21544,7 +21599,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c
 pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
@@ -21581,7 +21636,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_ses
 pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
@@ -21618,7 +21673,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_sessi
 pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -21655,7 +21710,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, p
 pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -21692,7 +21747,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, ha
 pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
@@ -21729,7 +21784,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
@@ -21766,7 +21821,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: M
 pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
@@ -21803,7 +21858,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: M
 pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
@@ -21840,7 +21895,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
@@ -21877,7 +21932,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
@@ -21914,7 +21969,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, hand
 pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
@@ -21951,7 +22006,7 @@ pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_
 pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
@@ -21988,7 +22043,7 @@ pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int
 pub static NEXT_MPI_Info_create_env: Next = Next::new(c"PMPI_Info_create_env");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, general: bool, argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create_env, general) else { return general_MPI_Info_create_env(argc, argv, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_create_env, general, false) else { return general_MPI_Info_create_env(argc, argv, info, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(argc, argv, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
@@ -22025,7 +22080,7 @@ pub unsafe extern "C" fn PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_cha
 pub static NEXT_MPI_Info_get_string: Next = Next::new(c"PMPI_Info_get_string");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_string, general) else { return general_MPI_Info_get_string(info, key, buflen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_string, general, false) else { return general_MPI_Info_get_string(info, key, buflen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, buflen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
@@ -22062,7 +22117,7 @@ pub unsafe extern "C" fn PMPI_Info_get_string(info: MPI_Info, key: *const c_char
 pub static NEXT_MPI_Op_create_c: Next = Next::new(c"PMPI_Op_create_c");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, general: bool, user_fn: MPI_User_function_c, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create_c, general) else { return general_MPI_Op_create_c(user_fn, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_create_c, general, false) else { return general_MPI_Op_create_c(user_fn, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function_c, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(user_fn, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
@@ -22099,7 +22154,7 @@ pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: MPI_User_function_c, commute:
 pub static NEXT_MPI_Session_call_errhandler: Next = Next::new(c"PMPI_Session_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_call_errhandler, general) else { return general_MPI_Session_call_errhandler(session, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_call_errhandler, general, false) else { return general_MPI_Session_call_errhandler(session, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -22136,7 +22191,7 @@ pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: MPI_Session, erro
 pub static NEXT_MPI_Session_create_errhandler: Next = Next::new(c"PMPI_Session_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, general: bool, session_errhandler_fn: MPI_Session_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_create_errhandler, general) else { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_create_errhandler, general, false) else { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -22173,7 +22228,7 @@ pub unsafe extern "C" fn PMPI_Session_create_errhandler(session_errhandler_fn: M
 pub static NEXT_MPI_Session_finalize: Next = Next::new(c"PMPI_Session_finalize");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, general: bool, session: *mut MPI_Session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_finalize, general) else { return general_MPI_Session_finalize(session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_finalize, general, false) else { return general_MPI_Session_finalize(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
@@ -22210,7 +22265,7 @@ pub unsafe extern "C" fn PMPI_Session_finalize(session: *mut MPI_Session) -> c_i
 pub static NEXT_MPI_Session_get_errhandler: Next = Next::new(c"PMPI_Session_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_errhandler, general) else { return general_MPI_Session_get_errhandler(session, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_errhandler, general, false) else { return general_MPI_Session_get_errhandler(session, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -22247,7 +22302,7 @@ pub unsafe extern "C" fn PMPI_Session_get_errhandler(session: MPI_Session, errha
 pub static NEXT_MPI_Session_get_info: Next = Next::new(c"PMPI_Session_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, general: bool, session: MPI_Session, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_info, general) else { return general_MPI_Session_get_info(session, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_info, general, false) else { return general_MPI_Session_get_info(session, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
@@ -22284,7 +22339,7 @@ pub unsafe extern "C" fn PMPI_Session_get_info(session: MPI_Session, info_used: 
 pub static NEXT_MPI_Session_get_nth_pset: Next = Next::new(c"PMPI_Session_get_nth_pset");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, general: bool, session: MPI_Session, info: MPI_Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_nth_pset, general) else { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_nth_pset, general, false) else { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, c_int, *mut c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, n, pset_len, pset_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
@@ -22321,7 +22376,7 @@ pub unsafe extern "C" fn PMPI_Session_get_nth_pset(session: MPI_Session, info: M
 pub static NEXT_MPI_Session_get_num_psets: Next = Next::new(c"PMPI_Session_get_num_psets");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, general: bool, session: MPI_Session, info: MPI_Info, npset_names: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_num_psets, general) else { return general_MPI_Session_get_num_psets(session, info, npset_names, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_num_psets, general, false) else { return general_MPI_Session_get_num_psets(session, info, npset_names, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, npset_names) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
@@ -22358,7 +22413,7 @@ pub unsafe extern "C" fn PMPI_Session_get_num_psets(session: MPI_Session, info: 
 pub static NEXT_MPI_Session_get_pset_info: Next = Next::new(c"PMPI_Session_get_pset_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, general: bool, session: MPI_Session, pset_name: *const c_char, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_pset_info, general) else { return general_MPI_Session_get_pset_info(session, pset_name, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_pset_info, general, false) else { return general_MPI_Session_get_pset_info(session, pset_name, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
@@ -22395,7 +22450,7 @@ pub unsafe extern "C" fn PMPI_Session_get_pset_info(session: MPI_Session, pset_n
 pub static NEXT_MPI_Session_init: Next = Next::new(c"PMPI_Session_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_init(via_pmpi: bool, general: bool, info: MPI_Info, errhandler: MPI_Errhandler, session: *mut MPI_Session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_init, general) else { return general_MPI_Session_init(info, errhandler, session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_init, general, false) else { return general_MPI_Session_init(info, errhandler, session, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Errhandler, *mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, errhandler, session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
@@ -22432,7 +22487,7 @@ pub unsafe extern "C" fn PMPI_Session_init(info: MPI_Info, errhandler: MPI_Errha
 pub static NEXT_MPI_Session_set_errhandler: Next = Next::new(c"PMPI_Session_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_set_errhandler, general) else { return general_MPI_Session_set_errhandler(session, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Session_set_errhandler, general, false) else { return general_MPI_Session_set_errhandler(session, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -22469,7 +22524,7 @@ pub unsafe extern "C" fn PMPI_Session_set_errhandler(session: MPI_Session, errha
 pub static NEXT_MPI_T_category_get_events: Next = Next::new(c"PMPI_T_category_get_events");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_events, general) else { return general_MPI_T_category_get_events(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_events, general, false) else { return general_MPI_T_category_get_events(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
@@ -22506,7 +22561,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_events(cat_index: c_int, len: c_int
 pub static NEXT_MPI_T_category_get_num_events: Next = Next::new(c"PMPI_T_category_get_num_events");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, general: bool, cat_index: c_int, num_events: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num_events, general) else { return general_MPI_T_category_get_num_events(cat_index, num_events, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num_events, general, false) else { return general_MPI_T_category_get_num_events(cat_index, num_events, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
@@ -22543,7 +22598,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_num_events(cat_index: c_int, num_ev
 pub static NEXT_MPI_T_event_callback_get_info: Next = Next::new(c"PMPI_T_event_callback_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_get_info, general) else { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_get_info, general, false) else { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
@@ -22580,7 +22635,7 @@ pub unsafe extern "C" fn PMPI_T_event_callback_get_info(event_registration: MPI_
 pub static NEXT_MPI_T_event_callback_set_info: Next = Next::new(c"PMPI_T_event_callback_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_set_info, general) else { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_set_info, general, false) else { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
@@ -22617,7 +22672,7 @@ pub unsafe extern "C" fn PMPI_T_event_callback_set_info(event_registration: MPI_
 pub static NEXT_MPI_T_event_copy: Next = Next::new(c"PMPI_T_event_copy");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, buffer: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_copy, general) else { return general_MPI_T_event_copy(event_instance, buffer, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_copy, general, false) else { return general_MPI_T_event_copy(event_instance, buffer, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
@@ -22654,7 +22709,7 @@ pub unsafe extern "C" fn PMPI_T_event_copy(event_instance: MPI_T_event_instance,
 pub static NEXT_MPI_T_event_get_index: Next = Next::new(c"PMPI_T_event_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, general: bool, name: *const c_char, event_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_index, general) else { return general_MPI_T_event_get_index(name, event_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_index, general, false) else { return general_MPI_T_event_get_index(name, event_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, event_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
@@ -22691,7 +22746,7 @@ pub unsafe extern "C" fn PMPI_T_event_get_index(name: *const c_char, event_index
 pub static NEXT_MPI_T_event_get_info: Next = Next::new(c"PMPI_T_event_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, general: bool, event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut MPI_Datatype, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut MPI_T_enum, info: *mut MPI_Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_info, general) else { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_info, general, false) else { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_Aint, *mut c_int, *mut MPI_T_enum, *mut MPI_Info, *mut c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
@@ -22728,7 +22783,7 @@ pub unsafe extern "C" fn PMPI_T_event_get_info(event_index: c_int, name: *mut c_
 pub static NEXT_MPI_T_event_get_num: Next = Next::new(c"PMPI_T_event_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, general: bool, num_events: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_num, general) else { return general_MPI_T_event_get_num(num_events, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_num, general, false) else { return general_MPI_T_event_get_num(num_events, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
@@ -22765,7 +22820,7 @@ pub unsafe extern "C" fn PMPI_T_event_get_num(num_events: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_event_get_source: Next = Next::new(c"PMPI_T_event_get_source");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, source_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_source, general) else { return general_MPI_T_event_get_source(event_instance, source_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_source, general, false) else { return general_MPI_T_event_get_source(event_instance, source_index, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, source_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
@@ -22802,7 +22857,7 @@ pub unsafe extern "C" fn PMPI_T_event_get_source(event_instance: MPI_T_event_ins
 pub static NEXT_MPI_T_event_get_timestamp: Next = Next::new(c"PMPI_T_event_get_timestamp");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, event_timestamp: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_timestamp, general) else { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_timestamp, general, false) else { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, event_timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
@@ -22839,7 +22894,7 @@ pub unsafe extern "C" fn PMPI_T_event_get_timestamp(event_instance: MPI_T_event_
 pub static NEXT_MPI_T_event_handle_alloc: Next = Next::new(c"PMPI_T_event_handle_alloc");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, general: bool, event_index: c_int, obj_handle: *mut c_void, info: MPI_Info, event_registration: *mut MPI_T_event_registration) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_alloc, general) else { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_alloc, general, false) else { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, MPI_Info, *mut MPI_T_event_registration) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, obj_handle, info, event_registration) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -22876,7 +22931,7 @@ pub unsafe extern "C" fn PMPI_T_event_handle_alloc(event_index: c_int, obj_handl
 pub static NEXT_MPI_T_event_handle_free: Next = Next::new(c"PMPI_T_event_handle_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, user_data: *mut c_void, free_cb_function: MPI_T_event_free_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_free, general) else { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_free, general, false) else { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut c_void, MPI_T_event_free_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, user_data, free_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
@@ -22913,7 +22968,7 @@ pub unsafe extern "C" fn PMPI_T_event_handle_free(event_registration: MPI_T_even
 pub static NEXT_MPI_T_event_handle_get_info: Next = Next::new(c"PMPI_T_event_handle_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_get_info, general) else { return general_MPI_T_event_handle_get_info(event_registration, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_get_info, general, false) else { return general_MPI_T_event_handle_get_info(event_registration, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
@@ -22950,7 +23005,7 @@ pub unsafe extern "C" fn PMPI_T_event_handle_get_info(event_registration: MPI_T_
 pub static NEXT_MPI_T_event_handle_set_info: Next = Next::new(c"PMPI_T_event_handle_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_set_info, general) else { return general_MPI_T_event_handle_set_info(event_registration, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_set_info, general, false) else { return general_MPI_T_event_handle_set_info(event_registration, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
@@ -22987,7 +23042,7 @@ pub unsafe extern "C" fn PMPI_T_event_handle_set_info(event_registration: MPI_T_
 pub static NEXT_MPI_T_event_read: Next = Next::new(c"PMPI_T_event_read");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, element_index: c_int, buffer: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_read, general) else { return general_MPI_T_event_read(event_instance, element_index, buffer, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_read, general, false) else { return general_MPI_T_event_read(event_instance, element_index, buffer, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, element_index, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
@@ -23024,7 +23079,7 @@ pub unsafe extern "C" fn PMPI_T_event_read(event_instance: MPI_T_event_instance,
 pub static NEXT_MPI_T_event_register_callback: Next = Next::new(c"PMPI_T_event_register_callback");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info, user_data: *mut c_void, event_cb_function: MPI_T_event_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_register_callback, general) else { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_register_callback, general, false) else { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info, *mut c_void, MPI_T_event_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info, user_data, event_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
@@ -23061,7 +23116,7 @@ pub unsafe extern "C" fn PMPI_T_event_register_callback(event_registration: MPI_
 pub static NEXT_MPI_T_event_set_dropped_handler: Next = Next::new(c"PMPI_T_event_set_dropped_handler");
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, dropped_cb_function: MPI_T_event_dropped_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_set_dropped_handler, general) else { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_event_set_dropped_handler, general, false) else { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_event_dropped_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, dropped_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
@@ -23098,7 +23153,7 @@ pub unsafe extern "C" fn PMPI_T_event_set_dropped_handler(event_registration: MP
 pub static NEXT_MPI_T_source_get_info: Next = Next::new(c"PMPI_T_source_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, general: bool, source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut MPI_T_source_order, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_info, general) else { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_info, general, false) else { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut MPI_T_source_order, *mut MPI_Count, *mut MPI_Count, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
@@ -23135,7 +23190,7 @@ pub unsafe extern "C" fn PMPI_T_source_get_info(source_index: c_int, name: *mut 
 pub static NEXT_MPI_T_source_get_num: Next = Next::new(c"PMPI_T_source_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, general: bool, num_sources: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_num, general) else { return general_MPI_T_source_get_num(num_sources, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_num, general, false) else { return general_MPI_T_source_get_num(num_sources, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_sources) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
@@ -23172,7 +23227,7 @@ pub unsafe extern "C" fn PMPI_T_source_get_num(num_sources: *mut c_int) -> c_int
 pub static NEXT_MPI_T_source_get_timestamp: Next = Next::new(c"PMPI_T_source_get_timestamp");
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, general: bool, source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_timestamp, general) else { return general_MPI_T_source_get_timestamp(source_index, timestamp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_timestamp, general, false) else { return general_MPI_T_source_get_timestamp(source_index, timestamp, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
@@ -23821,4 +23876,56 @@ pub fn prefetch_all() {
     NEXT_MPI_T_source_get_info.prefetch();
     NEXT_MPI_T_source_get_num.prefetch();
     NEXT_MPI_T_source_get_timestamp.prefetch();
+}
+
+/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then
+/// does `MPI_Init` claim its thread for the counting copies, which then call a hot
+/// routine's real one unchecked ([`Next::claimed`]).
+pub fn hot_resolved() -> bool {
+    [
+        &NEXT_MPI_Get_count,
+        &NEXT_MPI_Iprobe,
+        &NEXT_MPI_Irecv,
+        &NEXT_MPI_Isend,
+        &NEXT_MPI_Probe,
+        &NEXT_MPI_Recv,
+        &NEXT_MPI_Send,
+        &NEXT_MPI_Sendrecv,
+        &NEXT_MPI_Ssend,
+        &NEXT_MPI_Start,
+        &NEXT_MPI_Startall,
+        &NEXT_MPI_Testall,
+        &NEXT_MPI_Testany,
+        &NEXT_MPI_Test,
+        &NEXT_MPI_Waitall,
+        &NEXT_MPI_Waitany,
+        &NEXT_MPI_Wait,
+        &NEXT_MPI_Allgather,
+        &NEXT_MPI_Allgatherv,
+        &NEXT_MPI_Allreduce,
+        &NEXT_MPI_Iallreduce,
+        &NEXT_MPI_Alltoall,
+        &NEXT_MPI_Ialltoall,
+        &NEXT_MPI_Alltoallv,
+        &NEXT_MPI_Barrier,
+        &NEXT_MPI_Ibarrier,
+        &NEXT_MPI_Bcast,
+        &NEXT_MPI_Ibcast,
+        &NEXT_MPI_Reduce,
+        &NEXT_MPI_Ireduce,
+        &NEXT_MPI_Scatter,
+        &NEXT_MPI_Get,
+        &NEXT_MPI_Put,
+        &NEXT_MPI_Win_fence,
+        &NEXT_MPI_Win_flush,
+        &NEXT_MPI_Win_lock,
+        &NEXT_MPI_Win_unlock,
+        &NEXT_MPI_Comm_rank,
+        &NEXT_MPI_Comm_size,
+        &NEXT_MPI_Init,
+        &NEXT_MPI_Init_thread,
+        &NEXT_MPI_Wtime,
+    ]
+    .iter()
+    .all(|next| next.resolved().is_some())
 }

@@ -22,7 +22,7 @@ use std::mem::{transmute, MaybeUninit};
 pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
@@ -59,7 +59,7 @@ pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) ->
 pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_in
 pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
 #[inline(always)]
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general) else { return general_MPI_Cancel(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI
 pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: 
 pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
@@ -323,7 +323,7 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype
 pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general) else { return general_MPI_Grequest_complete(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
@@ -360,7 +360,7 @@ pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
 pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
@@ -397,7 +397,7 @@ pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_functi
 pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
@@ -435,7 +435,7 @@ pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
 #[inline(always)]
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
@@ -472,7 +472,7 @@ pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm,
 pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
@@ -509,7 +509,7 @@ pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI
 pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
 #[inline(always)]
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
@@ -551,7 +551,7 @@ pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
 pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
@@ -593,7 +593,7 @@ pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MP
 pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
@@ -631,7 +631,7 @@ pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
 #[inline(always)]
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
@@ -674,7 +674,7 @@ pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
 #[inline(always)]
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
@@ -712,7 +712,7 @@ pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
 #[inline(always)]
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
@@ -749,7 +749,7 @@ pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
 pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -788,7 +788,7 @@ pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_
 pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
 #[inline(always)]
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
@@ -830,7 +830,7 @@ pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, s
 pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
@@ -867,7 +867,7 @@ pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype
 pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
 #[inline(always)]
 unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -911,7 +911,7 @@ pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI
 pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general) else { return general_MPI_Request_free(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let freeing = requests::freeing(request);
@@ -949,7 +949,7 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
 #[inline(always)]
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
@@ -986,7 +986,7 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mu
 pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
@@ -1023,7 +1023,7 @@ pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype:
 pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
@@ -1060,7 +1060,7 @@ pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
@@ -1097,7 +1097,7 @@ pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, dataty
 pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
 #[inline(always)]
 unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send, general) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
@@ -1115,16 +1115,21 @@ unsafe extern "C" fn general_MPI_Send(buf: *const c_void, count: c_int, datatype
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Send(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1138,9 +1143,9 @@ pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MP
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Send, id::MPI_Send, traffic, comm, false) else { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_PMPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
@@ -1154,7 +1159,7 @@ pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: M
 pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1198,7 +1203,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1237,7 +1242,7 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, d
 pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
@@ -1274,7 +1279,7 @@ pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datat
 pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
@@ -1292,16 +1297,21 @@ unsafe extern "C" fn general_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ssend(via_pmpi, false, buf, count, datatype, dest, tag, comm)
+unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -1315,9 +1325,9 @@ pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: M
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
-    let Some(next) = rt::steady(&NEXT_MPI_Ssend, id::MPI_Ssend, traffic, comm, false) else { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_PMPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
@@ -1331,7 +1341,7 @@ pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: 
 pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
 #[inline(always)]
 unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Start, general) else { return general_MPI_Start(request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
@@ -1373,7 +1383,7 @@ pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
 pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
 #[inline(always)]
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
@@ -1415,7 +1425,7 @@ pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI
 pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
@@ -1452,7 +1462,7 @@ pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag
 pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
@@ -1489,7 +1499,7 @@ pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datat
 pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
@@ -1526,7 +1536,7 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
 pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
 #[inline(always)]
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
@@ -1575,7 +1585,7 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
 #[inline(always)]
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
@@ -1624,7 +1634,7 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
 #[inline(always)]
 unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test, general) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
@@ -1673,7 +1683,7 @@ pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, 
 pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
 #[inline(always)]
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
@@ -1710,7 +1720,7 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
 pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
 #[inline(always)]
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1753,7 +1763,7 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
 pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
@@ -1802,7 +1812,7 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
@@ -1851,7 +1861,7 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
 pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
 #[inline(always)]
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general) else { return general_MPI_Wait(request, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
@@ -1900,7 +1910,7 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
 pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
 #[inline(always)]
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1943,7 +1953,7 @@ pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut M
 pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
@@ -1961,16 +1971,21 @@ unsafe extern "C" fn general_MPI_Allgather(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allgather(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -1984,9 +1999,9 @@ pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allgather, id::MPI_Allgather, traffic, comm, true) else { return unsteady_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allgather.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
@@ -2000,7 +2015,7 @@ pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int
 pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
@@ -2037,7 +2052,7 @@ pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_in
 pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
@@ -2079,7 +2094,7 @@ pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_in
 pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
@@ -2116,7 +2131,7 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_i
 pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
@@ -2134,16 +2149,21 @@ unsafe extern "C" fn general_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Allreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm)
+unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -2157,9 +2177,9 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Allreduce, id::MPI_Allreduce, traffic, comm, true) else { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
 }
@@ -2173,7 +2193,7 @@ pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_
 pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
@@ -2191,16 +2211,21 @@ unsafe extern "C" fn general_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mu
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Iallreduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -2214,9 +2239,9 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Iallreduce, id::MPI_Iallreduce, traffic, comm, false) else { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
 }
@@ -2230,7 +2255,7 @@ pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c
 pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
@@ -2248,16 +2273,21 @@ unsafe extern "C" fn general_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_i
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Alltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -2271,9 +2301,9 @@ pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Alltoall, id::MPI_Alltoall, traffic, comm, true) else { return unsteady_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(NEXT_MPI_Alltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
@@ -2287,7 +2317,7 @@ pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
@@ -2305,16 +2335,21 @@ unsafe extern "C" fn general_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ialltoall(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -2328,9 +2363,9 @@ pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int,
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ialltoall, id::MPI_Ialltoall, traffic, comm, false) else { return unsteady_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ialltoall.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
@@ -2344,7 +2379,7 @@ pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int
 pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
@@ -2386,7 +2421,7 @@ pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
@@ -2423,7 +2458,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *co
 pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
@@ -2460,7 +2495,7 @@ pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
@@ -2497,7 +2532,7 @@ pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *co
 pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general) else { return general_MPI_Barrier(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
@@ -2522,9 +2557,9 @@ unsafe extern "C" fn unsteady_MPI_Barrier(comm: MPI_Comm, via_pmpi: bool) -> c_i
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, false) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -2538,9 +2573,9 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
-    let Some(next) = rt::steady(&NEXT_MPI_Barrier, id::MPI_Barrier, traffic, comm, true) else { return unsteady_MPI_Barrier(comm, true) };
-    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(NEXT_MPI_Barrier.claimed());
     let rc = next(comm);
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
@@ -2554,7 +2589,7 @@ pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
 pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
@@ -2596,7 +2631,7 @@ pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request
 pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
@@ -2621,9 +2656,9 @@ unsafe extern "C" fn unsteady_MPI_Bcast(buffer: *mut c_void, count: c_int, datat
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -2637,9 +2672,9 @@ pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: 
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Bcast, id::MPI_Bcast, traffic, comm, false) else { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
@@ -2653,7 +2688,7 @@ pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype:
 pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
@@ -2671,16 +2706,21 @@ unsafe extern "C" fn general_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ibcast(via_pmpi, false, buffer, count, datatype, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -2694,9 +2734,9 @@ pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype:
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
-    let Some(next) = rt::steady(&NEXT_MPI_Ibcast, id::MPI_Ibcast, traffic, comm, false) else { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_PMPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
@@ -2710,7 +2750,7 @@ pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype
 pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
@@ -2747,7 +2787,7 @@ pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_voi
 pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
@@ -2784,7 +2824,7 @@ pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_vo
 pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
 #[inline(always)]
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
@@ -2821,7 +2861,7 @@ pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, s
 pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
 #[inline(always)]
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
@@ -2858,7 +2898,7 @@ pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
@@ -2895,7 +2935,7 @@ pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
@@ -2932,7 +2972,7 @@ pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -2969,7 +3009,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -3006,7 +3046,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -3043,7 +3083,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -3080,7 +3120,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendc
 pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -3117,7 +3157,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcoun
 pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -3154,7 +3194,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -3191,7 +3231,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -3228,7 +3268,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -3265,7 +3305,7 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcou
 pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -3302,7 +3342,7 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendco
 pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
@@ -3320,16 +3360,21 @@ unsafe extern "C" fn general_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Reduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -3343,9 +3388,9 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Reduce, id::MPI_Reduce, traffic, comm, false) else { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
 }
@@ -3359,7 +3404,7 @@ pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
@@ -3377,16 +3422,21 @@ unsafe extern "C" fn general_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request, via_pmpi: bool) -> c_int {
-    wrap_MPI_Ireduce(via_pmpi, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, false) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -3400,9 +3450,9 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Ireduce, id::MPI_Ireduce, traffic, comm, false) else { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) };
-    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
 }
@@ -3416,7 +3466,7 @@ pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_vo
 pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
@@ -3453,7 +3503,7 @@ pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut 
 pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
@@ -3490,7 +3540,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *m
 pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
@@ -3527,7 +3577,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *
 pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -3564,7 +3614,7 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvb
 pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -3601,7 +3651,7 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recv
 pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
 #[inline(always)]
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
@@ -3638,7 +3688,7 @@ pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void,
 pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
@@ -3675,7 +3725,7 @@ pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void
 pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
@@ -3693,16 +3743,21 @@ unsafe extern "C" fn general_MPI_Scatter(sendbuf: *const c_void, sendcount: c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, via_pmpi: bool) -> c_int {
-    wrap_MPI_Scatter(via_pmpi, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
+    wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, false) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
@@ -3716,9 +3771,9 @@ pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, s
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
-    let Some(next) = rt::steady(&NEXT_MPI_Scatter, id::MPI_Scatter, traffic, comm, false) else { return unsteady_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) };
-    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
+    if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
     let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Scatter.claimed());
     let rc = next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
@@ -3732,7 +3787,7 @@ pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, 
 pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
@@ -3769,7 +3824,7 @@ pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int,
 pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
@@ -3806,7 +3861,7 @@ pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *cons
 pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
@@ -3843,7 +3898,7 @@ pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *con
 pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
@@ -3880,7 +3935,7 @@ pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_coun
 pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
 #[inline(always)]
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
@@ -3917,7 +3972,7 @@ pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compa
 pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
 #[inline(always)]
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
@@ -3954,7 +4009,7 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_ad
 pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
 #[inline(always)]
 unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get, general) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
@@ -3996,7 +4051,7 @@ pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int,
 pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
@@ -4033,7 +4088,7 @@ pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_
 pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
 #[inline(always)]
 unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put, general) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
@@ -4075,7 +4130,7 @@ pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_in
 pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
@@ -4112,7 +4167,7 @@ pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_cou
 pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
@@ -4149,7 +4204,7 @@ pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int
 pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
@@ -4186,7 +4241,7 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin
 pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
 #[inline(always)]
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
@@ -4223,7 +4278,7 @@ pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_i
 pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
@@ -4260,7 +4315,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, inf
 pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
@@ -4297,7 +4352,7 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_i
 pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
@@ -4334,7 +4389,7 @@ pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: 
 pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -4371,7 +4426,7 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int
 pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general) else { return general_MPI_Win_complete(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
@@ -4408,7 +4463,7 @@ pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
@@ -4445,7 +4500,7 @@ pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp
 pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
@@ -4482,7 +4537,7 @@ pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm,
 pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -4519,7 +4574,7 @@ pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler
 pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
@@ -4556,7 +4611,7 @@ pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_a
 pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
@@ -4593,7 +4648,7 @@ pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -
 pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general) else { return general_MPI_Win_detach(win, base, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
@@ -4630,7 +4685,7 @@ pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c
 pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
@@ -4672,7 +4727,7 @@ pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
@@ -4714,7 +4769,7 @@ pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general) else { return general_MPI_Win_flush_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
@@ -4751,7 +4806,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
@@ -4788,7 +4843,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_in
 pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
@@ -4825,7 +4880,7 @@ pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general) else { return general_MPI_Win_free(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
@@ -4862,7 +4917,7 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
@@ -4899,7 +4954,7 @@ pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
 pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
@@ -4936,7 +4991,7 @@ pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attr
 pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -4973,7 +5028,7 @@ pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut 
 pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
@@ -5010,7 +5065,7 @@ pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
 pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
@@ -5047,7 +5102,7 @@ pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Inf
 pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
@@ -5084,7 +5139,7 @@ pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, 
 pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
@@ -5126,7 +5181,7 @@ pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_
 pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
@@ -5163,7 +5218,7 @@ pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int
 pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
@@ -5200,7 +5255,7 @@ pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI
 pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
@@ -5237,7 +5292,7 @@ pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attr
 pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -5274,7 +5329,7 @@ pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_E
 pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
@@ -5311,7 +5366,7 @@ pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_in
 pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
@@ -5348,7 +5403,7 @@ pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char
 pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
@@ -5385,7 +5440,7 @@ pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: 
 pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
@@ -5422,7 +5477,7 @@ pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MP
 pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general) else { return general_MPI_Win_sync(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
@@ -5459,7 +5514,7 @@ pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general) else { return general_MPI_Win_test(win, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
@@ -5496,7 +5551,7 @@ pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int 
 pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
@@ -5538,7 +5593,7 @@ pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
@@ -5575,7 +5630,7 @@ pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
 #[inline(always)]
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general) else { return general_MPI_Win_wait(win, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
@@ -5612,7 +5667,7 @@ pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
 pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_File, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -5649,7 +5704,7 @@ pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_in
 pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -5686,7 +5741,7 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandl
 pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -5723,7 +5778,7 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MP
 pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -5760,7 +5815,7 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *m
 pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
 #[inline(always)]
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
@@ -5797,7 +5852,7 @@ pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char,
 pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
 #[inline(always)]
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general) else { return general_MPI_File_close(fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
@@ -5834,7 +5889,7 @@ pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
 pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general) else { return general_MPI_File_delete(filename, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
@@ -5871,7 +5926,7 @@ pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Inf
 pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
@@ -5908,7 +5963,7 @@ pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c
 pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
 #[inline(always)]
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
@@ -5945,7 +6000,7 @@ pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -
 pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
@@ -5982,7 +6037,7 @@ pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset)
 pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
@@ -6019,7 +6074,7 @@ pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group
 pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
@@ -6056,7 +6111,7 @@ pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) ->
 pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
@@ -6093,7 +6148,7 @@ pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_i
 pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
@@ -6130,7 +6185,7 @@ pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_In
 pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
@@ -6167,7 +6222,7 @@ pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etyp
 pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
@@ -6204,7 +6259,7 @@ pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset,
 pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6243,7 +6298,7 @@ pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf
 pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6282,7 +6337,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset,
 pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
@@ -6319,7 +6374,7 @@ pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, bu
 pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
@@ -6356,7 +6411,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset
 pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
@@ -6393,7 +6448,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, bu
 pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
@@ -6430,7 +6485,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, b
 pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
@@ -6467,7 +6522,7 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset
 pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
@@ -6504,7 +6559,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offse
 pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6543,7 +6598,7 @@ pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c
 pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6582,7 +6637,7 @@ pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, coun
 pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
@@ -6619,7 +6674,7 @@ pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count
 pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
@@ -6656,7 +6711,7 @@ pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, c
 pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
@@ -6693,7 +6748,7 @@ pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: 
 pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
@@ -6730,7 +6785,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, coun
 pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
@@ -6767,7 +6822,7 @@ pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, cou
 pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
@@ -6804,7 +6859,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, 
 pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
@@ -6841,7 +6896,7 @@ pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence
 pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
@@ -6878,7 +6933,7 @@ pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_O
 pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
@@ -6915,7 +6970,7 @@ pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Off
 pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6954,7 +7009,7 @@ pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, c
 pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
@@ -6991,7 +7046,7 @@ pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void
 pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
@@ -7028,7 +7083,7 @@ pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
@@ -7065,7 +7120,7 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -7104,7 +7159,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
@@ -7141,7 +7196,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
@@ -7178,7 +7233,7 @@ pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset,
 pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
@@ -7215,7 +7270,7 @@ pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mu
 pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -7252,7 +7307,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_O
 pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
@@ -7289,7 +7344,7 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_voi
 pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -7326,7 +7381,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_
 pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
@@ -7363,7 +7418,7 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_
 pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
@@ -7400,7 +7455,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void
 pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
@@ -7437,7 +7492,7 @@ pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, 
 pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
@@ -7474,7 +7529,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_v
 pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
@@ -7511,7 +7566,7 @@ pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_voi
 pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -7548,7 +7603,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_
 pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
@@ -7585,7 +7640,7 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_vo
 pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -7622,7 +7677,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const
 pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
@@ -7659,7 +7714,7 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c
 pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
@@ -7696,7 +7751,7 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_D
 pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
@@ -7733,7 +7788,7 @@ pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c
 pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
@@ -7770,7 +7825,7 @@ pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int)
 pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
 #[inline(always)]
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general) else { return general_MPI_File_sync(fh, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
@@ -7807,7 +7862,7 @@ pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
 pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
@@ -7844,7 +7899,7 @@ pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conv
 pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general) else { return general_MPI_Get_address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
@@ -7881,7 +7936,7 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
 pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
@@ -7918,7 +7973,7 @@ pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *cons
 pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
@@ -7955,7 +8010,7 @@ pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount
 pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
@@ -7992,7 +8047,7 @@ pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatyp
 pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
@@ -8029,7 +8084,7 @@ pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, 
 pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general) else { return general_MPI_Type_commit(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
@@ -8066,7 +8121,7 @@ pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
 pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
@@ -8103,7 +8158,7 @@ pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatyp
 pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
@@ -8140,7 +8195,7 @@ pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims
 pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
@@ -8177,7 +8232,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtyp
 pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
@@ -8214,7 +8269,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MP
 pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
@@ -8251,7 +8306,7 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: 
 pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
@@ -8288,7 +8343,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blockleng
 pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
@@ -8325,7 +8380,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blockl
 pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
@@ -8362,7 +8417,7 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_i
 pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
@@ -8399,7 +8454,7 @@ pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_cop
 pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
@@ -8436,7 +8491,7 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklengt
 pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
@@ -8473,7 +8528,7 @@ pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_le
 pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
@@ -8510,7 +8565,7 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *co
 pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
@@ -8547,7 +8602,7 @@ pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI
 pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
@@ -8584,7 +8639,7 @@ pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval
 pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
@@ -8621,7 +8676,7 @@ pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_D
 pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general) else { return general_MPI_Type_free(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(r#type);
@@ -8663,7 +8718,7 @@ pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
 pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
@@ -8700,7 +8755,7 @@ pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int
 pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
@@ -8737,7 +8792,7 @@ pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c
 pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
@@ -8774,7 +8829,7 @@ pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integer
 pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
@@ -8811,7 +8866,7 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_intege
 pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
@@ -8848,7 +8903,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI
 pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
@@ -8885,7 +8940,7 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut M
 pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
@@ -8922,7 +8977,7 @@ pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mu
 pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
@@ -8959,7 +9014,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_
 pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
@@ -8996,7 +9051,7 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, tru
 pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
@@ -9033,7 +9088,7 @@ pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: 
 pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
@@ -9070,7 +9125,7 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#t
 pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
@@ -9107,7 +9162,7 @@ pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c
 pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
@@ -9144,7 +9199,7 @@ pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *co
 pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
@@ -9181,7 +9236,7 @@ pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) 
 pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
@@ -9218,7 +9273,7 @@ pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_C
 pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
@@ -9255,7 +9310,7 @@ pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stri
 pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
@@ -9292,7 +9347,7 @@ pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, positi
 pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
@@ -9329,7 +9384,7 @@ pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *co
 pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
 #[inline(always)]
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general) else { return general_MPI_Close_port(port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
@@ -9366,7 +9421,7 @@ pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
 pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
@@ -9403,7 +9458,7 @@ pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_In
 pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -9440,7 +9495,7 @@ pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_
 pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
@@ -9477,7 +9532,7 @@ pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, res
 pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
@@ -9514,7 +9569,7 @@ pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_I
 pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -9551,7 +9606,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandl
 pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
@@ -9588,7 +9643,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_cop
 pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
@@ -9625,7 +9680,7 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group
 pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
@@ -9662,7 +9717,7 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newc
 pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
@@ -9699,7 +9754,7 @@ pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_in
 pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -9741,7 +9796,7 @@ pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
@@ -9778,7 +9833,7 @@ pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -
 pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
@@ -9815,7 +9870,7 @@ pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, 
 pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
@@ -9852,7 +9907,7 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info,
 pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
@@ -9889,7 +9944,7 @@ pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int
 pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general) else { return general_MPI_Comm_free(comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -9931,7 +9986,7 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
@@ -9968,7 +10023,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, 
 pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -10005,7 +10060,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mu
 pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
@@ -10042,7 +10097,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_
 pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
@@ -10079,7 +10134,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_ch
 pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
@@ -10116,7 +10171,7 @@ pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
 pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
@@ -10153,7 +10208,7 @@ pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) 
 pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
@@ -10190,7 +10245,7 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> 
 pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
@@ -10232,7 +10287,7 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_i
 pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
@@ -10269,7 +10324,7 @@ pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_
 pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
@@ -10306,7 +10361,7 @@ pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int)
 pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
@@ -10343,7 +10398,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, 
 pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -10380,7 +10435,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MP
 pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
@@ -10417,7 +10472,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c
 pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
@@ -10454,7 +10509,7 @@ pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_
 pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
@@ -10496,7 +10551,7 @@ pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_i
 pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
@@ -10533,7 +10588,7 @@ pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut
 pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
@@ -10570,7 +10625,7 @@ pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_command
 pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
@@ -10607,7 +10662,7 @@ pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_in
 pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
@@ -10644,7 +10699,7 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int,
 pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
@@ -10681,7 +10736,7 @@ pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) 
 pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
@@ -10718,7 +10773,7 @@ pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -
 pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
@@ -10755,7 +10810,7 @@ pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group
 pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
@@ -10792,7 +10847,7 @@ pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Gr
 pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
@@ -10829,7 +10884,7 @@ pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *con
 pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general) else { return general_MPI_Group_free(group, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
@@ -10866,7 +10921,7 @@ pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
 pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
@@ -10903,7 +10958,7 @@ pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *con
 pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
@@ -10940,7 +10995,7 @@ pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_
 pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
@@ -10977,7 +11032,7 @@ pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, range
 pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
@@ -11014,7 +11069,7 @@ pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, range
 pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
@@ -11051,7 +11106,7 @@ pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> 
 pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general) else { return general_MPI_Group_size(group, size, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
@@ -11088,7 +11143,7 @@ pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> 
 pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
@@ -11125,7 +11180,7 @@ pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int,
 pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
 #[inline(always)]
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
@@ -11162,7 +11217,7 @@ pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, 
 pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
@@ -11199,7 +11254,7 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leade
 pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
@@ -11236,7 +11291,7 @@ pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, 
 pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
@@ -11273,7 +11328,7 @@ pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI
 pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
 #[inline(always)]
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
@@ -11310,7 +11365,7 @@ pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) 
 pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
@@ -11347,7 +11402,7 @@ pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MP
 pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
@@ -11384,7 +11439,7 @@ pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: 
 pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
@@ -11421,7 +11476,7 @@ pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_in
 pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
@@ -11458,7 +11513,7 @@ pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_
 pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
@@ -11495,7 +11550,7 @@ pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_
 pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
@@ -11532,7 +11587,7 @@ pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_f
 pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
@@ -11569,7 +11624,7 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
 pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
@@ -11606,7 +11661,7 @@ pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: 
 pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
@@ -11643,7 +11698,7 @@ pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims
 pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
@@ -11680,7 +11735,7 @@ pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mu
 pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
@@ -11717,7 +11772,7 @@ pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *cons
 pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
@@ -11754,7 +11809,7 @@ pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, ra
 pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
@@ -11791,7 +11846,7 @@ pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp:
 pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
@@ -11828,7 +11883,7 @@ pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int
 pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
@@ -11865,7 +11920,7 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> 
 pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
@@ -11902,7 +11957,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, no
 pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
@@ -11939,7 +11994,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, ind
 pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -11976,7 +12031,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: 
 pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -12013,7 +12068,7 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneigh
 pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
@@ -12050,7 +12105,7 @@ pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mu
 pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
@@ -12087,7 +12142,7 @@ pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, in
 pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
@@ -12124,7 +12179,7 @@ pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedge
 pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
@@ -12161,7 +12216,7 @@ pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *c
 pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -12198,7 +12253,7 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int,
 pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -12235,7 +12290,7 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxne
 pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
@@ -12272,7 +12327,7 @@ pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, 
 pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
 #[inline(always)]
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
@@ -12309,7 +12364,7 @@ pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c
 pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
 #[inline(always)]
 unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
@@ -12347,7 +12402,7 @@ pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
 pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
@@ -12384,7 +12439,7 @@ pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
 pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
@@ -12421,7 +12476,7 @@ pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut 
 pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
@@ -12458,7 +12513,7 @@ pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const 
 pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
 #[inline(always)]
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
@@ -12495,7 +12550,7 @@ pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr:
 pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
 #[inline(always)]
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
@@ -12532,7 +12587,7 @@ pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_i
 pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
 #[inline(always)]
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
@@ -12569,7 +12624,7 @@ pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char
 pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
 #[inline(always)]
 unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general) else { return general_MPI_Finalize(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
@@ -12607,7 +12662,7 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
 pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
 #[inline(always)]
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general) else { return general_MPI_Finalized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
@@ -12644,7 +12699,7 @@ pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
 #[inline(always)]
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general) else { return general_MPI_Free_mem(base, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
@@ -12681,7 +12736,7 @@ pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
 pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
@@ -12718,7 +12773,7 @@ pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultle
 pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
@@ -12755,7 +12810,7 @@ pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *
 pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
 #[inline(always)]
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
@@ -12792,7 +12847,7 @@ pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut 
 pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general) else { return general_MPI_Info_create(info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
@@ -12829,7 +12884,7 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
 pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general) else { return general_MPI_Info_delete(info, key, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
@@ -12866,7 +12921,7 @@ pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) ->
 pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
@@ -12903,7 +12958,7 @@ pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -
 pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general) else { return general_MPI_Info_free(info, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
@@ -12940,7 +12995,7 @@ pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
 pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
@@ -12977,7 +13032,7 @@ pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, value
 pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
@@ -13014,7 +13069,7 @@ pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) 
 pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
@@ -13051,7 +13106,7 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mu
 pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
@@ -13088,7 +13143,7 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_ch
 pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
 #[inline(always)]
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
@@ -13125,7 +13180,7 @@ pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value
 pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
 #[inline(always)]
 unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init, general) else { return general_MPI_Init(argc, argv, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv);
@@ -13173,7 +13228,7 @@ pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char
 pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
 #[inline(always)]
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general) else { return general_MPI_Initialized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
@@ -13210,7 +13265,7 @@ pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv, required, provided);
@@ -13260,7 +13315,7 @@ pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut
 pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
 #[inline(always)]
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
@@ -13297,7 +13352,7 @@ pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
 pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
@@ -13334,7 +13389,7 @@ pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) ->
 pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
@@ -13371,7 +13426,7 @@ pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_
 pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
 #[inline(always)]
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general) else { return general_MPI_Op_free(op, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
@@ -13408,7 +13463,7 @@ pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
 pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general) else { return general_MPI_Query_thread(provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
@@ -13445,7 +13500,7 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
 pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
 #[inline(always)]
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general) else { return general_MPI_Wtick(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
@@ -13482,7 +13537,7 @@ pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
 pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
 #[inline(always)]
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general) else { return general_MPI_Wtime(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
@@ -13524,7 +13579,7 @@ pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
 pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
 #[inline(always)]
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
@@ -13561,7 +13616,7 @@ pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_in
 pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
 #[inline(always)]
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general) else { return general_MPI_T_finalize(via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
@@ -13598,7 +13653,7 @@ pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
 pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
@@ -13635,7 +13690,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
@@ -13672,7 +13727,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_ch
 pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
@@ -13709,7 +13764,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: 
 pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -13746,7 +13801,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle:
 pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -13783,7 +13838,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle)
 pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
@@ -13820,7 +13875,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c
 pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
@@ -13857,7 +13912,7 @@ pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *cons
 pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
@@ -13894,7 +13949,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
@@ -13931,7 +13986,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c
 pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
@@ -13968,7 +14023,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category
 pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
@@ -14005,7 +14060,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int,
 pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
@@ -14042,7 +14097,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int,
 pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
@@ -14079,7 +14134,7 @@ pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c
 pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
@@ -14116,7 +14171,7 @@ pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
@@ -14153,7 +14208,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
 pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
@@ -14190,7 +14245,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_ch
 pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
@@ -14227,7 +14282,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c
 pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
@@ -14264,7 +14319,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_ses
 pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
@@ -14301,7 +14356,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_sessi
 pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -14338,7 +14393,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, p
 pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -14375,7 +14430,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, ha
 pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
@@ -14412,7 +14467,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
@@ -14449,7 +14504,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: M
 pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
@@ -14486,7 +14541,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: M
 pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
@@ -14523,7 +14578,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
@@ -14560,7 +14615,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: 
 pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
@@ -14597,7 +14652,7 @@ pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, hand
 pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
@@ -14634,7 +14689,7 @@ pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_
 pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
@@ -15053,4 +15108,56 @@ pub fn prefetch_all() {
     NEXT_MPI_T_pvar_readreset.prefetch();
     NEXT_MPI_T_enum_get_info.prefetch();
     NEXT_MPI_T_enum_get_item.prefetch();
+}
+
+/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then
+/// does `MPI_Init` claim its thread for the counting copies, which then call a hot
+/// routine's real one unchecked ([`Next::claimed`]).
+pub fn hot_resolved() -> bool {
+    [
+        &NEXT_MPI_Get_count,
+        &NEXT_MPI_Iprobe,
+        &NEXT_MPI_Irecv,
+        &NEXT_MPI_Isend,
+        &NEXT_MPI_Probe,
+        &NEXT_MPI_Recv,
+        &NEXT_MPI_Send,
+        &NEXT_MPI_Sendrecv,
+        &NEXT_MPI_Ssend,
+        &NEXT_MPI_Start,
+        &NEXT_MPI_Startall,
+        &NEXT_MPI_Testall,
+        &NEXT_MPI_Testany,
+        &NEXT_MPI_Test,
+        &NEXT_MPI_Waitall,
+        &NEXT_MPI_Waitany,
+        &NEXT_MPI_Wait,
+        &NEXT_MPI_Allgather,
+        &NEXT_MPI_Allgatherv,
+        &NEXT_MPI_Allreduce,
+        &NEXT_MPI_Iallreduce,
+        &NEXT_MPI_Alltoall,
+        &NEXT_MPI_Ialltoall,
+        &NEXT_MPI_Alltoallv,
+        &NEXT_MPI_Barrier,
+        &NEXT_MPI_Ibarrier,
+        &NEXT_MPI_Bcast,
+        &NEXT_MPI_Ibcast,
+        &NEXT_MPI_Reduce,
+        &NEXT_MPI_Ireduce,
+        &NEXT_MPI_Scatter,
+        &NEXT_MPI_Get,
+        &NEXT_MPI_Put,
+        &NEXT_MPI_Win_fence,
+        &NEXT_MPI_Win_flush,
+        &NEXT_MPI_Win_lock,
+        &NEXT_MPI_Win_unlock,
+        &NEXT_MPI_Comm_rank,
+        &NEXT_MPI_Comm_size,
+        &NEXT_MPI_Init,
+        &NEXT_MPI_Init_thread,
+        &NEXT_MPI_Wtime,
+    ]
+    .iter()
+    .all(|next| next.resolved().is_some())
 }
