@@ -215,6 +215,12 @@ static void errors_returned(void)
     show_error("send_negative_count", MPI_Send(&x, -1, MPI_INT, (rank + 1) % size, 0, MPI_COMM_WORLD));
     show_error("bcast_invalid_root", MPI_Bcast(&x, 1, MPI_INT, size + 1, MPI_COMM_WORLD));
     show_error("allreduce_null_type", MPI_Allreduce(&x, &x, 1, MPI_DATATYPE_NULL, MPI_SUM, MPI_COMM_WORLD));
+    /* The operation is no part of the wrappers' memo: after two good calls with these
+       arguments, one with MPI_OP_NULL takes the steady path and fails there. */
+    int y = 0;
+    for (int i = 0; i < 2; i++)
+        show_error("allreduce_good", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    show_error("allreduce_null_op", MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_OP_NULL, MPI_COMM_WORLD));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 

@@ -28,6 +28,7 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler(mpi) {
         "r3 inter_bcast 123 456",
         "r1 inter_allreduce 4",
         "r2 send_negative_count error set class 2",
+        "r0 allreduce_good error none class 0",
         "r3 done 1",
     ] {
         assert!(
@@ -36,6 +37,12 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler(mpi) {
             bare.stdout
         );
     }
+    // A call on the steady path that fails (MPI_OP_NULL) returns its error.
+    assert!(
+        bare.stdout.lines().any(|l| l.starts_with("r1 allreduce_null_op error set")),
+        "bare run's MPI_OP_NULL did not fail:\n{}",
+        bare.stdout
+    );
     let profiled = job.profiled(&syslogd.site_config());
     profiled.assert_success();
     assert_same_output(&bare, &profiled);
@@ -51,8 +58,9 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler(mpi) {
         Expected::per_rank("MPI_Recv", r([1, 2, 4, 2]), r([0, 12, 24 + 24 + 24, 0])),
         // What each rank sends (docs/counting.md): in place (3 ints to the 3 others), zero
         // count, intercommunicator (1 int to each of the remote group's 2), failing (null
-        // datatype).
-        Expected::uniform("MPI_Allreduce", 4, 4, 3 * 12 + 2 * 4),
+        // datatype), two good calls (1 int to all 4, not in place) and one failing on the steady
+        // path (MPI_OP_NULL): its time counted, no bytes.
+        Expected::uniform("MPI_Allreduce", 4, 7, 3 * 12 + 2 * 4 + 2 * 4 * 4),
         // Only a root sends: MPI_BOTTOM struct (12 bytes) from rank 0 to all 4; zero count;
         // intercommunicator (2 ints from rank 0, MPI_ROOT, to the remote group's 2; rank 2
         // passes MPI_PROC_NULL, ranks 1 and 3 receive); failing (invalid root).
