@@ -381,13 +381,13 @@ fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64) {
 /// record's encoding (rank 0) still add 0.4-0.8 MB and 1.2-1.7 MB to the peak
 /// (docs/footprint.md, "Finalize"). The dense reduction added 1.2-2.5 MB here.
 #[test]
-#[ignore = "issue 38: finalize still adds 0.4-1.7 MB: .rodata, the encoding (docs/footprint.md)"]
+#[ignore = "issue 38: finalize still adds 0.3-2 MB: the encoding, MPI's own code (docs/footprint.md)"]
 fn mpi_finalize_adds_at_most_256_kb_open_mpi() {
     assert_finalize_adds_at_most_256_kb(Mpi::OpenMpi);
 }
 
 #[test]
-#[ignore = "issue 38: finalize still adds 0.4-1.7 MB: .rodata, the encoding (docs/footprint.md)"]
+#[ignore = "issue 38: finalize still adds 0.3-2 MB: the encoding, MPI's own code (docs/footprint.md)"]
 fn mpi_finalize_adds_at_most_256_kb_mpich() {
     assert_finalize_adds_at_most_256_kb(Mpi::Mpich);
 }
