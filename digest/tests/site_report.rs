@@ -608,7 +608,8 @@ fn an_upgraded_database_gets_its_rollups() {
              DROP TABLE escalation_rule_hours;
              DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
              DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
-             DROP INDEX analyses_by_end; DROP TABLE ingest_clock; PRAGMA user_version = 7;
+             DROP INDEX analyses_by_end; DROP INDEX jobs_by_key_digit; DROP TABLE ingest_clock;
+             PRAGMA user_version = 7;
              ALTER TABLE jobs DROP COLUMN origin;
              UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
         )
