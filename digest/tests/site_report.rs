@@ -603,12 +603,13 @@ fn an_upgraded_database_gets_its_rollups() {
     db.execute_batch(
             "DROP TABLE rollup_days; DROP TABLE rollup_users; DROP TABLE critical_jobs;
              DROP TABLE rollup_user_months; DROP TABLE rollup_user_weeks; DROP TABLE rollup_apps; DROP TABLE rollup_state; DROP INDEX jobs_by_user; DROP INDEX jobs_by_job_id;
-             DROP INDEX jobs_by_app; DROP INDEX jobs_by_key_digit; DROP TABLE partial_inbox;
-             DROP TABLE rollup_hours;
-             DROP TABLE rollup_hour_groups; DROP TABLE escalation_rule_hours;
+             DROP INDEX jobs_by_app; DROP TABLE partial_inbox; DROP TABLE rollup_hours;
+             DROP TABLE rollup_hour_groups; DROP TABLE rollup_hour_criticals;
+             DROP TABLE escalation_rule_hours;
              DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
              DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
-             DROP INDEX analyses_by_end; DROP TABLE ingest_clock; PRAGMA user_version = 7;
+             DROP INDEX analyses_by_end; DROP INDEX jobs_by_key_digit; DROP TABLE ingest_clock;
+             PRAGMA user_version = 7;
              ALTER TABLE jobs DROP COLUMN origin;
              UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
         )

@@ -832,3 +832,113 @@ fn writers_at_once_lose_no_rollup_count() {
         counted
     });
 }
+
+/// Each hour's count of critical jobs (`rollup_hour_criticals`), as `critical_jobs` has them,
+/// and a period's count ([`ReadStore::critical_count`], which adds up the hours) as a count of
+/// the rows: over whole hours, hours with a part at each end, and within one hour.
+fn critical_counts_of_the_rows(db: &ReadStore) -> String {
+    let counted = |sql: &str| -> Vec<String> {
+        db.db
+            .query(sql, &[], |row| {
+                Ok(format!("{} {}", row.get::<i64>(0)?, row.get::<i64>(1)?))
+            })
+            .unwrap()
+    };
+    let hours =
+        counted("SELECT hour, jobs FROM rollup_hour_criticals WHERE jobs > 0 ORDER BY hour");
+    assert_eq!(
+        hours,
+        counted(
+            "SELECT end_ms / 3600000, count(*) FROM critical_jobs
+             GROUP BY end_ms / 3600000 ORDER BY end_ms / 3600000"
+        ),
+        "each hour's count"
+    );
+    let first_hour = BASE_MS / HOUR_MS * HOUR_MS;
+    let mut said = vec![format!("hours: {hours:?}")];
+    for (from, to) in [
+        (0, u64::MAX >> 2),
+        (first_hour, first_hour + 3 * HOUR_MS),
+        (first_hour + 1, first_hour + 2 * HOUR_MS + 1),
+        (first_hour + HOUR_MS - 1, first_hour + HOUR_MS + 1),
+        (BASE_MS + 1, BASE_MS + 3),
+    ] {
+        let rows: i64 = db
+            .db
+            .query_one(
+                "SELECT count(*) FROM critical_jobs WHERE end_ms >= ?1 AND end_ms < ?2",
+                rusqlite::params![from, to],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let count = db.critical_count(from, to).unwrap();
+        assert_eq!(count, rows as usize, "critical jobs in [{from}, {to})");
+        said.push(format!("[{from}, {to}): {count}"));
+    }
+    said.join(", ")
+}
+
+/// The hourly counts of critical jobs are kept with the critical list by ingest's writes, a job
+/// put again (a duplicate record), a quarantine and a rebuild (which swaps both in).
+#[test]
+fn the_hourly_critical_counts_follow_the_critical_list_on_both_backends() {
+    on_both("critcount", |location| {
+        let mut said = Vec::new();
+        let mut db = WriteStore::open_at(location).unwrap();
+        let first_hour = BASE_MS / HOUR_MS * HOUR_MS;
+        // Jobs at both ends of an hour and across three.
+        let ends = [
+            BASE_MS + 1,
+            BASE_MS + 2,
+            first_hour + HOUR_MS - 1,
+            first_hour + HOUR_MS,
+            first_hour + 2 * HOUR_MS + 5,
+        ];
+        let entry = |end_ms: u64, wall_ns: u64| CriticalEntry {
+            end_ms,
+            key: format!("k{end_ms}"),
+            user: "alice".into(),
+            wall_ns,
+            reasons: "r".into(),
+        };
+        let entries: Vec<_> = ends.iter().map(|&end| entry(end, 1)).collect();
+        let (_, bad_row) = job("alice", 1000, 2);
+        let tx = db.transaction().unwrap();
+        tx.insert_job(&bad_row).unwrap();
+        tx.put_criticals(Tables::Live, &entries[..3]).unwrap();
+        tx.commit().unwrap();
+        said.push(format!("ingest: {}", critical_counts_of_the_rows(&db)));
+
+        let tx = db.transaction().unwrap();
+        tx.put_criticals(Tables::Live, &entries[1..]).unwrap();
+        tx.put_critical(Tables::Live, &entry(ends[0], 2)).unwrap();
+        tx.commit().unwrap();
+        said.push(format!("duplicates: {}", critical_counts_of_the_rows(&db)));
+
+        let garbage = match location {
+            Location::Sqlite(_) => "x'00ff'",
+            Location::Postgres(_) => "'\\x00ff'::BYTEA",
+        };
+        db.execute_batch(&format!(
+            "UPDATE jobs SET record = {garbage} WHERE key = '{}'",
+            bad_row.key
+        ))
+        .unwrap();
+        assert_eq!(db.quarantine_unusable().unwrap(), 0, "no usable record");
+        let moved = db.take_quarantined();
+        assert!(
+            matches!(&moved[..], [Quarantined::Moved { .. }]),
+            "{moved:?}"
+        );
+        said.push(format!("quarantine: {}", critical_counts_of_the_rows(&db)));
+
+        let tx = db.transaction().unwrap();
+        tx.create_rebuilt_rollups().unwrap();
+        tx.put_criticals(Tables::Rebuilt, &entries[2..]).unwrap();
+        tx.swap_in_rebuilt("thresholds").unwrap();
+        tx.commit().unwrap();
+        db.drop_retired_rollups().unwrap();
+        said.push(format!("rebuild: {}", critical_counts_of_the_rows(&db)));
+        said
+    });
+}

@@ -251,6 +251,13 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX jobs_by_key_digit ON jobs ((substr(key, 1, 1)), end_ms, key);
 "#,
+    // SQLite's (task `critcount`): each hour's count of critical jobs, from `critical_jobs`.
+    r#"
+    CREATE TABLE rollup_hour_criticals (hour BIGINT PRIMARY KEY, jobs BIGINT NOT NULL);
+    INSERT INTO rollup_hour_criticals (hour, jobs)
+        SELECT end_ms / 3600000, count(*) FROM critical_jobs GROUP BY end_ms / 3600000;
+    DELETE FROM rollup_state WHERE name IN ('rebuild_to', 'rebuild_critical');
+"#,
 ];
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that

@@ -412,4 +412,14 @@ pub const MIGRATIONS: &[&str] = &[
     "
     CREATE INDEX jobs_by_key_digit ON jobs (substr(key, 1, 1), end_ms, key);
 ",
+    // Task `critcount` (issue 35 §3): how many critical jobs ended in each UTC hour, kept with
+    // `critical_jobs` by the same writes, so that a period's count adds up its hours (a month's
+    // count read every critical job: 0.9 s at 4.8 M jobs on PostgreSQL). Filled here from the
+    // rows there. A rebuild under way is started again (its tables had none of these counts).
+    "
+    CREATE TABLE rollup_hour_criticals (hour INTEGER PRIMARY KEY, jobs INTEGER NOT NULL);
+    INSERT INTO rollup_hour_criticals (hour, jobs)
+        SELECT end_ms / 3600000, count(*) FROM critical_jobs GROUP BY end_ms / 3600000;
+    DELETE FROM rollup_state WHERE name IN ('rebuild_to', 'rebuild_critical');
+",
 ];
