@@ -354,16 +354,18 @@ impl ReadStore {
     /// job: 4 M rows at 4.8 M jobs), the part-hours at its ends from `critical_jobs`.
     pub fn critical_count(&self, from_ms: u64, to_ms: u64) -> Result<usize> {
         let (first_hour, end_hour) = (from_ms.div_ceil(HOUR_MS), to_ms / HOUR_MS);
-        // No whole hour: all of it from `critical_jobs`.
-        let (first_hour, end_hour) = if first_hour < end_hour {
-            (first_hour, end_hour)
+        // The whole hours, and the part-hours before and after them; with no whole hour, all
+        // of it is the part before.
+        let (first_hour, end_hour, head_end, tail_start) = if first_hour < end_hour {
+            (
+                first_hour,
+                end_hour,
+                first_hour * HOUR_MS,
+                end_hour * HOUR_MS,
+            )
         } else {
-            (to_ms.div_ceil(HOUR_MS), to_ms.div_ceil(HOUR_MS))
+            (0, 0, to_ms, to_ms)
         };
-        let (head_end, tail_start) = (
-            (first_hour * HOUR_MS).min(to_ms),
-            (end_hour * HOUR_MS).max(from_ms),
-        );
         self.db.query_one(
             "SELECT (SELECT CAST(coalesce(sum(jobs), 0) AS BIGINT) FROM rollup_hour_criticals
                      WHERE hour >= ?3 AND hour < ?4)
