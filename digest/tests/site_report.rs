@@ -609,6 +609,8 @@ fn an_upgraded_database_gets_its_rollups() {
              DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
              DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
              DROP INDEX analyses_by_end; DROP INDEX jobs_by_key_digit; DROP TABLE ingest_clock;
+             DROP INDEX jobs_of_user_by_cpu; DROP INDEX jobs_of_user_by_mpi_share;
+             DROP INDEX jobs_of_user_by_ranks;
              PRAGMA user_version = 7;
              ALTER TABLE jobs DROP COLUMN origin;
              UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
