@@ -12,6 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
 work=${MPISTAT_KEEP_DIR:-$(mktemp -d)}
+mkdir -p "$work"
 trap '[ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # A datagram socket that takes the record (a sender that finds none runs other code).
