@@ -3,7 +3,8 @@
 # bench/finalize_walk.c preloaded before the release build's libmpistat.so and prints, per
 # family, rank and step of the finalize (each ends where the profiler drops its code again), what
 # each mapping grew by since MPI_Finalize's entry (kB) and which 64 KiB chunks of the profiler's
-# code and read-only data were mapped, with the first functions (or sections) in each.
+# code and read-only data were mapped, with the first functions (or sections) in each; then, with
+# perf, the page faults from MPI_Finalize on (which symbol each new chunk was mapped for).
 #
 #     bench/finalize-walk.sh [openmpi|mpich ...]      (default: both)
 set -euo pipefail
@@ -87,5 +88,47 @@ for path in sorted(glob.glob(f'{work}/walk.*'), key=lambda p: int(p.rsplit('.', 
         for name, perms, off, pages in s['chunk']:
             print(f'     {perms} {address(off) & ~0xffff:7x} {pages * 4:3} kB  {contents(off)}')
 EOF
+        # Which code or constant each new 64 KiB chunk was faulted in for (the kernel's page-fault
+        # event with its data address; only the first touch of a chunk faults, fault-around maps
+        # the rest): what callgrind cannot see (AVX variants, functions merged with a twin).
+        command -v perf >/dev/null || continue
+        case $family in
+        openmpi) perf record -q -e page-faults -c 1 -d -o "$work/$family/faults" -- \
+            mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 \
+            -x "LD_PRELOAD=$root/target/release/libmpistat.so" -x "MPISTAT_CONFIG=$work/site.toml" \
+            "$work/$family/fp" >/dev/null ;;
+        mpich) perf record -q -e page-faults -c 1 -d -o "$work/$family/faults" -- \
+            mpirun.mpich -np 2 -env LD_PRELOAD "$root/target/release/libmpistat.so" \
+            -env MPISTAT_CONFIG "$work/mpich.toml" "$work/$family/fp" >/dev/null ;;
+        esac
+        python3 - "$work/$family/faults" "$family" <<'EOF2'
+import re, sys, subprocess
+# Each rank's page faults from MPI_Finalize on: the profiler's by address in the library (and its
+# 64 KiB chunk), with the symbol read or run and the code that faulted; the others by mapping.
+data, family = sys.argv[1], sys.argv[2]
+lib = f'libmpistat_{family}.so'
+bases = {}
+for l in subprocess.run(['perf', 'script', '-i', data, '--show-mmap-events'], capture_output=True, text=True).stdout.splitlines():
+    m = re.search(r' (\d+)/\d+: \[(0x[0-9a-f]+)\(0x[0-9a-f]+\) @ 0 .*r--p \S*/' + re.escape(lib) + '$', l)
+    if m: bases[m.group(1)] = int(m.group(2), 16)
+out = subprocess.run(['perf', 'script', '-i', data, '-F', 'pid,ip,sym,dso,addr'], capture_output=True, text=True).stdout
+for pid, base in sorted(bases.items()):
+    rows = [l for l in out.splitlines() if l.split()[:1] == [pid]]
+    start = next((i for i, l in enumerate(rows) if 'before_finalize' in l), None)
+    if start is None: continue
+    print(f'== pid {pid}: {len(rows) - start} faults from MPI_Finalize on')
+    other = {}
+    for l in rows[start:]:
+        m = re.match(r'\s*\d+\s+([0-9a-f]+) (.*?) \(([^)]*)\)\s+([0-9a-f]+) (.*?) \(([^)]*)\)', l)
+        if not m: continue
+        a, asym, adso, ip, isym, idso = m.groups()
+        off = int(a, 16) - base
+        if lib in adso:
+            print(f'  {off & ~0xffff:7x} {off:7x} {asym[:60]:60} <- {isym[:60]}')
+        else:
+            k = adso.split('/')[-1]
+            other[k] = other.get(k, 0) + 1
+    print('  elsewhere (4 kB faults):', ', '.join(f'{k} {v}' for k, v in sorted(other.items(), key=lambda x: -x[1])))
+EOF2
     done
 done
