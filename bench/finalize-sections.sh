@@ -3,8 +3,10 @@
 # as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
 # both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
 # finalize.ld wants them: what a rank other than 0 runs, what rank 0 runs besides the record's
-# building and encoding, then (from the next 64 KiB boundary) that. Symbol hashes and crate disambiguators become
-# wildcards. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
+# building and encoding, then (after `__mpistat_finalize_rank0`) that. Symbol hashes and crate
+# disambiguators become wildcards. Callgrind cannot see what valgrind's CPU lacks (AVX2 and
+# AVX-512 variants) nor a function LLVM merged into a twin (its section has the twin's name):
+# bench/finalize-walk.sh's page faults show those. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
 # -p mpistat-profiler-mpich) and valgrind; prints the list, one pattern a line:
 #
 #     bench/finalize-sections.sh > /tmp/list   # then replace the list in profiler/finalize.ld
@@ -119,6 +121,6 @@ for ranks in runs.values():
     add(encoding, ranks[0][largest], every)
 rank0 = [n for n in rank0 if n not in encoding]
 print('\n'.join(every + rank0))
-print('# from the next 64 KiB boundary')
+print('# rank 0: the record (after __mpistat_finalize_rank0)')
 print('\n'.join(encoding))
 EOF
