@@ -233,7 +233,10 @@ fn plt_stubs_are_in_the_hot_chunk() {
             .skip(3)
             .map(|slot| u64::from_le_bytes(slot.try_into().unwrap()))
             .collect();
-        assert!(!stubs.is_empty(), "{family}: no PLT slot in .got.plt:\n{dump}");
+        assert!(
+            !stubs.is_empty(),
+            "{family}: no PLT slot in .got.plt:\n{dump}"
+        );
         for stub in stubs {
             assert_inside(&format!("{family}: a PLT stub"), stub, ".text.hot", hot);
         }
