@@ -17,18 +17,10 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--rounds N] [--against DIR] [--mpi openmpi,mpich]" >&2; exit 2 ;;
     esac
 done
-work=$(mktemp -d)
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+finalize_setup finalize-peak
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# A datagram socket that takes the records (a sender that finds none runs other code).
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
-while True: s.recv(65536)' "$work/log.sock" &
-sink=$!
-trap 'kill $sink; rm -rf "$work"' EXIT
-printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/openmpi.toml"
-# Hydra has no PMIx to say every rank has the library: assume it, as bench/run.sh does.
-{ cat "$work/openmpi.toml"; printf '[profiler]\nassume_all_ranks_profiled = true\n'; } >"$work/mpich.toml"
 libs=("new=$root/target/release")
 [ -n "$against" ] && libs+=("old=$against")
 # "rank R finalize peak_kb=N" lines of one job as "N0 N1".

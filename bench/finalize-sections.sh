@@ -13,18 +13,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
-work=${MPISTAT_KEEP_DIR:-$(mktemp -d)}
-mkdir -p "$work"
-trap '[ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+finalize_setup finalize-sections
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# A datagram socket that takes the record (a sender that finds none runs other code).
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
-while True: s.recv(65536)' "$work/log.sock" &
-sink=$!
-trap 'kill $sink; [ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
-printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/site.toml"
 callgrind=(valgrind --tool=callgrind --demangle=no '--toggle-collect=*before_finalize*'
     '--dump-before=*release_init_pages*')
 for family in openmpi mpich; do
@@ -33,11 +25,11 @@ for family in openmpi mpich; do
     case $family in
     openmpi)
         mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
-            -x "MPISTAT_CONFIG=$work/site.toml" "${callgrind[@]}" \
+            -x "MPISTAT_CONFIG=$work/openmpi.toml" "${callgrind[@]}" \
             "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" >/dev/null 2>&1
         ;;
     mpich)
-        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/site.toml" \
+        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" \
             "${callgrind[@]}" "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" \
             >/dev/null 2>&1
         ;;

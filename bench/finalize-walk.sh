@@ -9,20 +9,11 @@
 #     bench/finalize-walk.sh [openmpi|mpich ...]      (default: both)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-work=${MPISTAT_KEEP_DIR:-$(mktemp -d)}
-mkdir -p "$work"
-trap '[ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
+finalize_setup finalize-walk
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 gcc -O2 -shared -fPIC -o "$work/walk.so" "$root/bench/finalize_walk.c" -ldl
-python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.bind(sys.argv[1])
-while True: s.recv(65536)' "$work/log.sock" &
-sink=$!
-trap 'kill $sink; [ -n "${MPISTAT_KEEP_DIR:-}" ] || rm -rf "$work"' EXIT
-printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/site.toml"
-# Hydra has no PMIx to say every rank has the library: assume it, as bench/run.sh does.
-{ cat "$work/site.toml"; printf '[profiler]\nassume_all_ranks_profiled = true\n'; } >"$work/mpich.toml"
 preload="$work/walk.so:$root/target/release/libmpistat.so"
 for family in "${@:-openmpi mpich}"; do
     for family in $family; do
@@ -31,7 +22,7 @@ for family in "${@:-openmpi mpich}"; do
         case $family in
         openmpi)
             mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$preload" \
-                -x "MPISTAT_CONFIG=$work/site.toml" -x "FINALIZE_WALK_DIR=$work/$family" \
+                -x "MPISTAT_CONFIG=$work/openmpi.toml" -x "FINALIZE_WALK_DIR=$work/$family" \
                 "$work/$family/fp" | grep finalize
             ;;
         mpich)
@@ -95,7 +86,7 @@ EOF
         case $family in
         openmpi) perf record -q -e page-faults -c 1 -d -o "$work/$family/faults" -- \
             mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 \
-            -x "LD_PRELOAD=$root/target/release/libmpistat.so" -x "MPISTAT_CONFIG=$work/site.toml" \
+            -x "LD_PRELOAD=$root/target/release/libmpistat.so" -x "MPISTAT_CONFIG=$work/openmpi.toml" \
             "$work/$family/fp" >/dev/null ;;
         mpich) perf record -q -e page-faults -c 1 -d -o "$work/$family/faults" -- \
             mpirun.mpich -np 2 -env LD_PRELOAD "$root/target/release/libmpistat.so" \
