@@ -8,7 +8,7 @@
 #     bench/finalize-peak.sh [--rounds 5] [--against DIR] [--mpi openmpi,mpich]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-rounds=5 against= mpis=openmpi,mpich
+rounds=5 against='' mpis=openmpi,mpich
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) rounds=$2; shift 2 ;;

@@ -15,8 +15,10 @@ finalize_setup finalize-walk
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 gcc -O2 -shared -fPIC -o "$work/walk.so" "$root/bench/finalize_walk.c" -ldl
 preload="$work/walk.so:$root/target/release/libmpistat.so"
-for family in "${@:-openmpi mpich}"; do
-    for family in $family; do
+families=("$@")
+[ $# -gt 0 ] || families=(openmpi mpich)
+for family in "${families[@]}"; do
+    {
         mkdir -p "$work/$family"
         "mpicc.$family" -O2 -o "$work/$family/fp" "$root/tests/programs/footprint.c"
         case $family in
@@ -121,5 +123,5 @@ for pid, base in sorted(bases.items()):
             other[k] = other.get(k, 0) + 1
     print('  elsewhere (4 kB faults):', ', '.join(f'{k} {v}' for k, v in sorted(other.items(), key=lambda x: -x[1])))
 EOF2
-    done
+    }
 done
