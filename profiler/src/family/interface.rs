@@ -253,3 +253,38 @@ pub fn library_version() -> String {
 }
 
 type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handle is found at the word its key was stored in, another one is not (handles that
+    /// differ in their upper bits only, MPICH's kinds, included), nor at an empty word.
+    #[test]
+    fn a_handle_is_at_its_keys_word_only() {
+        fn check<H: Handle + std::fmt::Debug>(handles: &[H]) {
+            for &stored in handles {
+                let word = stored.key();
+                for &h in handles {
+                    // SAFETY: a local word, no other access.
+                    assert_eq!(
+                        unsafe { h.key_is_at(&word) },
+                        h == stored,
+                        "{h:?} at {stored:?}'s key"
+                    );
+                }
+            }
+            for &h in handles {
+                // SAFETY: as above.
+                assert!(!unsafe { h.key_is_at(&0) }, "{h:?} at an empty word");
+            }
+        }
+        let ints: [c_int; 5] = [0x4c00_080b, 0x4c00_0405, 0x8c00_080b, 0x4c01_080b, -1];
+        check(&ints);
+        let pointers: Vec<*mut u8> = [0x1000usize, 0x1008, 0x1_0000_1000, usize::MAX]
+            .iter()
+            .map(|&a| a as *mut u8)
+            .collect();
+        check(&pointers);
+    }
+}
