@@ -279,7 +279,13 @@ mod tests {
                 assert!(!unsafe { h.key_is_at(&0) }, "{h:?} at an empty word");
             }
         }
-        let ints: [c_int; 5] = [0x4c00_080b, 0x4c00_0405, 0x8c00_080b, 0x4c01_080b, -1];
+        let ints: [c_int; 5] = [
+            0x4c00_080b,
+            0x4c00_0405,
+            0x8c00_080b_u32 as c_int,
+            0x4c01_080b,
+            -1,
+        ];
         check(&ints);
         let pointers: Vec<*mut u8> = [0x1000usize, 0x1008, 0x1_0000_1000, usize::MAX]
             .iter()
