@@ -2,6 +2,7 @@
 //! and unattested records, incomplete jobs after the grace period, `kill -9` at random points
 //! followed by a rerun giving the same database as one uninterrupted run, and `--follow`.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
@@ -14,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn temp_dir(label: &str) -> PathBuf {
-    common::temp_dir(&format!("ingest-{label}"))
+fn temp_dir(label: &str) -> Scratch {
+    mpistat_testkit::scratch::temp_dir(&format!("ingest-{label}"))
 }
 
 fn options(log: &Path) -> Options {

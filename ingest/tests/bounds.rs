@@ -12,6 +12,7 @@
 //!   lies more than `REREAD_MAX` bytes back is given up whatever its grace, so a run rereads at
 //!   most that.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::forge;
 use mpistat_testkit::synthetic as common;
 
@@ -24,26 +25,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A test's directory, removed when the test passes (some hold 17 MB).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn temp_dir(label: &str) -> Scratch {
-    Scratch(common::temp_dir(&format!("bounds-{label}")))
+    mpistat_testkit::scratch::temp_dir(&format!("bounds-{label}"))
 }
 
 fn options(log: &Path) -> Options {

@@ -173,7 +173,7 @@ fn cases() -> u32 {
 
 #[test]
 fn any_log_is_ingested_accounting_for_every_line_in_bounded_memory() {
-    let dir = common::temp_dir("ingest-fuzz");
+    let dir = mpistat_testkit::scratch::temp_dir("ingest-fuzz");
     let jobs = week_of_jobs(30);
     let mut runner = TestRunner::new(Config::with_cases(cases()));
     let case = std::cell::Cell::new(0);
