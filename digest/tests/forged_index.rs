@@ -7,8 +7,8 @@
 //! it was stored is quarantined by its first reader, which says so (also inside `mpistat
 //! ingest`, which holds the stderr lock while it runs).
 
-use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::forge;
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs, USERS};

@@ -11,7 +11,7 @@ use mpistat_site::SiteConfig;
 use mpistat_store::test_support::{column, execute_batch};
 use mpistat_store::WriteStore;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

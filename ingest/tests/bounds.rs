@@ -12,8 +12,8 @@
 //!   lies more than `REREAD_MAX` bytes back is given up whatever its grace, so a run rereads at
 //!   most that.
 
-use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::forge;
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
@@ -22,7 +22,7 @@ use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::WriteStore;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> Scratch {
