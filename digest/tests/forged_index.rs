@@ -26,7 +26,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("forged-{label}"))
+    Scratch::new(&format!("forged-{label}"))
 }
 
 fn ingest(db: &mut WriteStore, log: &Path) -> RunStats {

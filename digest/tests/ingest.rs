@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("ingest-{label}"))
+    Scratch::new(&format!("ingest-{label}"))
 }
 
 fn options(log: &Path) -> Options {

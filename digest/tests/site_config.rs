@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 const EX_CONFIG: i32 = 78;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("config-{label}"))
+    Scratch::new(&format!("config-{label}"))
 }
 
 /// `mpistat args`, with `MPISTAT_CONFIG` set to `env_config`; killed after 20 s (a command that

@@ -40,7 +40,7 @@ const DAY_MS: u64 = 86_400_000;
 const NOVEMBER_START_MS: u64 = 1_793_491_200_000;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("site-{label}"))
+    Scratch::new(&format!("site-{label}"))
 }
 
 /// A database of `records`, ingested from their syslog lines like the real thing.

@@ -26,7 +26,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("bounds-{label}"))
+    Scratch::new(&format!("bounds-{label}"))
 }
 
 fn options(log: &Path) -> Options {

@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("mail-{label}"))
+    Scratch::new(&format!("mail-{label}"))
 }
 
 fn week() -> IsoWeek {

@@ -27,7 +27,7 @@ const NOW_MS: u64 = 1_795_084_200_000;
 const MINUTE_MS: u64 = 60_000;
 
 fn temp_dir(label: &str) -> Scratch {
-    mpistat_testkit::scratch::temp_dir(&format!("metrics-{label}"))
+    Scratch::new(&format!("metrics-{label}"))
 }
 
 // The test's users: alice, bob and carol of `options`'s accounts, on node1 (the kit's `Owner`

@@ -17,11 +17,6 @@ impl Scratch {
     }
 }
 
-/// [`Scratch::new`]`(label)`.
-pub fn temp_dir(label: &str) -> Scratch {
-    Scratch::new(label)
-}
-
 impl std::ops::Deref for Scratch {
     type Target = Path;
     fn deref(&self) -> &Path {
