@@ -443,62 +443,69 @@ fn limited_lengths<const N: usize>(counts: &[u32; N], max_bits: u8) -> [u8; N] {
 }
 
 /// Optimal (unlimited) code lengths for the non-zero `weights`: the two-queue Huffman
-/// construction over the leaves sorted by weight.
+/// construction over the leaves sorted by weight. Plain arrays and an insertion sort (at most
+/// 288 leaves): core's generic sort and collections would be code outside `.text.finalize`
+/// (profiler/finalize.ld), one more 64 KiB chunk each on rank 0.
 fn huffman_lengths<const N: usize>(weights: &[u32; N]) -> [u8; N] {
-    let mut leaves: Vec<(u32, usize)> = weights
-        .iter()
-        .enumerate()
-        .filter(|(_, &weight)| weight > 0)
-        .map(|(symbol, &weight)| (weight, symbol))
-        .collect();
-    leaves.sort_unstable();
-    let count = leaves.len();
-    let mut lengths = [0u8; N];
-    // Nodes: the leaves 0..count, then the merged ones in the order they are made; each
-    // node's parent, and the merged ones' weights.
-    let mut parent = vec![0usize; 2 * count];
-    let mut merged_weight = Vec::with_capacity(count);
-    let (mut next_leaf, mut next_merged) = (0, 0);
-    for made in 0..count.saturating_sub(1) {
-        let mut lightest = || {
-            let leaf = leaves.get(next_leaf).map(|&(weight, _)| weight);
-            let inner = merged_weight.get(next_merged).copied();
-            match (leaf, inner) {
-                (Some(leaf), Some(inner)) if inner < leaf => {
-                    next_merged += 1;
-                    count + next_merged - 1
-                }
-                (Some(_), _) => {
-                    next_leaf += 1;
-                    next_leaf - 1
-                }
-                _ => {
-                    next_merged += 1;
-                    count + next_merged - 1
-                }
+    // The leaves (weight, symbol), sorted by weight.
+    let mut leaves = [(0u32, 0u16); N];
+    let mut count = 0;
+    for (symbol, &weight) in weights.iter().enumerate() {
+        if weight == 0 {
+            continue;
+        }
+        let mut at = count;
+        while at > 0 && leaves[at - 1].0 > weight {
+            leaves[at] = leaves[at - 1];
+            at -= 1;
+        }
+        leaves[at] = (weight, symbol as u16);
+        count += 1;
+    }
+    // Nodes: the leaves 0..count, then the merged ones in the order they are made (their
+    // weights never decrease); each node's parent.
+    let mut merged = [0u32; N];
+    let mut parent = [0u16; N];
+    let mut leaf_parent = [0u16; N];
+    let (mut next_leaf, mut next_merged, mut made) = (0, 0, 0);
+    while made + 1 < count {
+        let mut pair = [0usize; 2];
+        for node in &mut pair {
+            let take_leaf = next_leaf < count
+                && (next_merged == made || leaves[next_leaf].0 <= merged[next_merged]);
+            if take_leaf {
+                *node = next_leaf;
+                next_leaf += 1;
+            } else {
+                *node = count + next_merged;
+                next_merged += 1;
             }
-        };
-        let (first, second) = (lightest(), lightest());
+        }
         let weight_of = |node: usize| {
             if node < count {
                 leaves[node].0
             } else {
-                merged_weight[node - count]
+                merged[node - count]
             }
         };
-        let weight = weight_of(first) + weight_of(second);
-        merged_weight.push(weight);
-        parent[first] = count + made;
-        parent[second] = count + made;
+        merged[made] = weight_of(pair[0]) + weight_of(pair[1]);
+        for node in pair {
+            if node < count {
+                leaf_parent[node] = made as u16;
+            } else {
+                parent[node - count] = made as u16;
+            }
+        }
+        made += 1;
     }
     // Depths from the root (the last node made) down: a parent is made after its children.
-    let nodes = count + merged_weight.len();
-    let mut depth = vec![0u8; nodes];
-    for node in (0..nodes.saturating_sub(1)).rev() {
-        depth[node] = depth[parent[node]].saturating_add(1);
+    let mut depth = [0u8; N];
+    for node in (0..made.saturating_sub(1)).rev() {
+        depth[node] = depth[usize::from(parent[node])] + 1;
     }
-    for (leaf, &(_, symbol)) in leaves.iter().enumerate() {
-        lengths[symbol] = depth[leaf];
+    let mut lengths = [0u8; N];
+    for leaf in 0..count {
+        lengths[usize::from(leaves[leaf].1)] = depth[usize::from(leaf_parent[leaf])] + 1;
     }
     lengths
 }
@@ -537,10 +544,8 @@ impl DynamicCodes {
         let literal_sent = 257.max(last_used(&literal.lengths));
         let distance_sent = 1.max(last_used(&distance.lengths));
         let runs = runs_of(
-            literal.lengths[..literal_sent]
-                .iter()
-                .chain(&distance.lengths[..distance_sent])
-                .copied(),
+            &literal.lengths[..literal_sent],
+            &distance.lengths[..distance_sent],
         );
         let mut run_counts = [0u32; 19];
         for &(symbol, _) in &runs {
@@ -607,15 +612,23 @@ fn run_extra_bits(symbol: u8) -> u8 {
     }
 }
 
-/// Code lengths as code-length symbols: 16 repeats the previous length 3-6 times, 17 and 18
-/// give 3-10 and 11-138 zeros.
-fn runs_of(lengths: impl Iterator<Item = u8>) -> Vec<(u8, u8)> {
-    let lengths: Vec<u8> = lengths.collect();
-    let mut runs = Vec::new();
+/// Code lengths (the literal/length code's, then the distance code's, as one sequence) as
+/// code-length symbols: 16 repeats the previous length 3-6 times, 17 and 18 give 3-10 and
+/// 11-138 zeros.
+fn runs_of(literal: &[u8], distance: &[u8]) -> Vec<(u8, u8)> {
+    let mut lengths = [0u8; LITERAL_LENGTH_SYMBOLS + DISTANCE_SYMBOLS];
+    let total = literal.len() + distance.len();
+    lengths[..literal.len()].copy_from_slice(literal);
+    lengths[literal.len()..total].copy_from_slice(distance);
+    let lengths = &lengths[..total];
+    let mut runs = Vec::with_capacity(total);
     let mut at = 0;
-    while at < lengths.len() {
+    while at < total {
         let length = lengths[at];
-        let run = lengths[at..].iter().take_while(|&&l| l == length).count();
+        let mut run = 1;
+        while at + run < total && lengths[at + run] == length {
+            run += 1;
+        }
         let mut left = run;
         if length == 0 {
             while left >= 11 {
@@ -636,7 +649,9 @@ fn runs_of(lengths: impl Iterator<Item = u8>) -> Vec<(u8, u8)> {
                 left -= take;
             }
         }
-        runs.extend(std::iter::repeat_n((length, 0), left));
+        for _ in 0..left {
+            runs.push((length, 0));
+        }
         at += run;
     }
     runs
