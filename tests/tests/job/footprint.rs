@@ -204,11 +204,11 @@ fn finalize_common_code_reads_no_constant_outside_its_chunks() {
 }
 
 /// What runs inside the real `MPI_Init` and right after it (`.text.init.*`, the peers' getter)
-/// lies at the end of `.text.finalize` (`profiler/finalize.ld`), between two marks, within one
-/// 64 KiB chunk: rank 0's record step (the node list) and every rank's `PMPI_Finalize` (our PMIx
-/// fence) map no chunk for it alone, and `MPI_Init` maps one, not two.
+/// lies in `.text.finalize` where rank 0's part starts (`profiler/finalize.ld`), between two
+/// marks, within one 64 KiB chunk: rank 0's record step (the node list) and every rank's
+/// `PMPI_Finalize` (our PMIx fence) map no chunk for it alone, and `MPI_Init` maps one, not two.
 #[test]
-fn init_code_lies_in_one_chunk_at_the_end_of_the_finalize_path() {
+fn init_code_lies_in_one_chunk_of_the_finalize_path() {
     for family in ["openmpi", "mpich"] {
         let lib = implementation(family);
         let symbols = readelf_of(&lib, &["-sW"]);
