@@ -74,7 +74,24 @@ pub fn user_name(uid: u32) -> String {
 }
 
 pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
+    // open and read, not `fs::read_to_string`: its size hint is a `statx` of std's empty-path
+    // constant, which the kernel reads: one more chunk of `.rodata` on rank 0 at MPI_Finalize.
+    let mut name = [0u8; 256];
+    // SAFETY: a NUL-terminated path, a buffer we own, the descriptor closed once.
+    let len = unsafe {
+        let fd = libc::open(
+            c"/proc/sys/kernel/hostname".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            0
+        } else {
+            let read = libc::read(fd, name.as_mut_ptr().cast(), name.len());
+            libc::close(fd);
+            usize::try_from(read).unwrap_or(0)
+        }
+    };
+    std::str::from_utf8(&name[..len])
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }

@@ -496,7 +496,7 @@ pub fn encode(record: &JobRecord) -> Vec<String> {
     let mut payload = serde_json::to_vec(&JobIndex::of(record)).expect("an index serialises");
     debug_assert!(!payload.contains(&b'\n'), "compact JSON has no newline");
     payload.push(b'\n');
-    payload.extend(miniz_oxide::deflate::compress_to_vec(&json, 9));
+    payload.extend(crate::deflate::compress(&json));
     let record_crc = crc32fast::hash(&payload);
     let payload = URL_SAFE_NO_PAD.encode_to_string(payload);
     let summary = summary(record);
@@ -532,7 +532,7 @@ pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
     limits::fit_analysis(&mut fitted);
     let analysis = &fitted;
     let json = serde_json::to_vec(analysis).expect("an AnalysisRecord always serialises");
-    let deflated = miniz_oxide::deflate::compress_to_vec(&json, 9);
+    let deflated = crate::deflate::compress(&json);
     let record_crc = crc32fast::hash(&deflated);
     let status = if analysis.summary.is_some() {
         "ok"

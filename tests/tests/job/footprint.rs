@@ -83,7 +83,7 @@ fn finalize_path_shares_one_section() {
             "9superstep6reduce",
             "3job12build_record",
             "14mpistat_record4wire6encode",
-            "11miniz_oxide7deflate4core14compress_inner",
+            "14mpistat_record7deflate8compress",
             "6syslog4send",
         ] {
             // The function itself (`..{part}17h<hash>E`), not a closure of it.
@@ -200,6 +200,43 @@ fn finalize_common_code_reads_no_constant_outside_its_chunks() {
             "finalize's common code reads the read-only segment (0..{read_only_end:x}):\n{}",
             reads.join("\n")
         );
+    }
+}
+
+/// What runs inside the real `MPI_Init` and right after it (`.text.init.*`, the peers' getter)
+/// lies in `.text.finalize` where rank 0's part starts (`profiler/finalize.ld`), between two
+/// marks, within one 64 KiB chunk: rank 0's record step (the node list) and every rank's
+/// `PMPI_Finalize` (our PMIx fence) map no chunk for it alone, and `MPI_Init` maps one, not two.
+#[test]
+fn init_code_lies_in_one_chunk_of_the_finalize_path() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let symbols = readelf_of(&lib, &["-sW"]);
+        let mark =
+            |name: &str| symbol_address(&symbols, name, |fields| fields.last() == Some(&name));
+        let (start, end) = (mark("__mpistat_init_start"), mark("__mpistat_init_end"));
+        assert!(end > start, "{family}: no init code between the marks");
+        assert_eq!(
+            start / 0x10000,
+            (end - 1) / 0x10000,
+            "{family}: the init code ({start:x}..{end:x}) straddles a 64 KiB boundary"
+        );
+        let (finalize, size) = section(&readelf_of(&lib, &["-SW"]), ".text.finalize");
+        assert_inside(
+            "__mpistat_init_start",
+            start,
+            ".text.finalize",
+            (finalize, size),
+        );
+        for part in ["5peers6Getter3new", "PMIx_Fence_nb", "5hooks9start_job"] {
+            let addr = symbol_address(&symbols, part, |fields| {
+                fields.last().is_some_and(|name| name.contains(part))
+            });
+            assert!(
+                (start..end).contains(&addr),
+                "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
+            );
+        }
     }
 }
 
