@@ -62,6 +62,24 @@ PY
     return 1
 }
 
+# finalize_setup NAME: for the benchmarks of MPI_Finalize (bench/finalize-*.sh): bench_work NAME
+# (or $MPISTAT_KEEP_DIR, kept), a syslog_sink at $work/log.sock, and $work/openmpi.toml and
+# $work/mpich.toml sending to it; MPICH's assumes every rank profiled (Hydra has no PMIx to say
+# so), as bench/run.sh's does, so that its jobs run the reduction.
+finalize_setup() {
+    if [[ -n ${MPISTAT_KEEP_DIR:-} ]]; then
+        work=$MPISTAT_KEEP_DIR sink_pid=
+        mkdir -p "$work"
+        rm -f "$work/log.sock"
+        trap '[[ -z $sink_pid ]] || kill "$sink_pid"' EXIT
+    else
+        bench_work "$1"
+    fi
+    syslog_sink "$work/log.sock"
+    printf '[syslog]\nsocket = "%s"\nfacility = "local5"\n' "$work/log.sock" >"$work/openmpi.toml"
+    { cat "$work/openmpi.toml"; printf '[profiler]\nassume_all_ranks_profiled = true\n'; } >"$work/mpich.toml"
+}
+
 # The other profiling libraries ("peers") of bench/run.sh's and bench/instructions.sh's --with:
 # NAME=LIB[,VAR=VALUE...], LIB preloaded with those variables set, split at commas only (a value
 # keeps its spaces). "{mpi}" in LIB stands for the MPI family, openmpi or mpich (bench/peers.sh

@@ -12,6 +12,11 @@ use std::process::ExitCode;
 /// restarting on it with `RestartPreventExitStatus=78`).
 const EX_CONFIG: u8 = 78;
 
+/// Ingest allocates and frees each record's strings and maps on its decoder threads; glibc's
+/// malloc spent a quarter of ingest's CPU on them (bench/SCALE.md, "Ingest's CPU a job").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(code) => code,

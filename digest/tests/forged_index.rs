@@ -8,6 +8,7 @@
 //! ingest`, which holds the stderr lock while it runs).
 
 use mpistat_testkit::forge;
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs, USERS};
@@ -24,11 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-forged-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("forged-{label}"))
 }
 
 fn ingest(db: &mut WriteStore, log: &Path) -> RunStats {

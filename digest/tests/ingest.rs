@@ -2,6 +2,7 @@
 //! and unattested records, incomplete jobs after the grace period, `kill -9` at random points
 //! followed by a rerun giving the same database as one uninterrupted run, and `--follow`.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{append_log, syslog_lines, week_of_jobs, USERS};
@@ -10,12 +11,12 @@ use mpistat_site::SiteConfig;
 use mpistat_store::test_support::{column, execute_batch};
 use mpistat_store::WriteStore;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn temp_dir(label: &str) -> PathBuf {
-    common::temp_dir(&format!("ingest-{label}"))
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("ingest-{label}"))
 }
 
 fn options(log: &Path) -> Options {

@@ -3,21 +3,19 @@
 //! command exits with 78 (`EX_CONFIG`) and the problem, before it opens (or creates) a database,
 //! a page or a socket. `mpistat show` needs no site configuration and works whatever it is.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// sysexits.h's `EX_CONFIG`: what a site-side command exits with on a configuration it refuses.
 const EX_CONFIG: i32 = 78;
 
-fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-config-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("config-{label}"))
 }
 
 /// `mpistat args`, with `MPISTAT_CONFIG` set to `env_config`; killed after 20 s (a command that
@@ -58,7 +56,7 @@ fn site_commands_refuse_a_configuration_they_cannot_use() {
     let bad_value = dir.join("bad-value.toml");
     std::fs::write(&bad_value, "[syslog]\nfacility = \"local9\"\n").unwrap();
     let missing = dir.join("missing.toml");
-    let a_directory = dir.clone();
+    let a_directory = dir.to_path_buf();
     let configs: [(&Path, &str); 4] = [
         (&misspelt, "unknown field `paht`"),
         (&bad_value, "unknown syslog facility \"local9\""),

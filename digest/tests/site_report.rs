@@ -8,6 +8,7 @@
 //! refuses to start there unguarded), the proxy's group can; with a proxy secret on TCP, a
 //! request without it gets 401.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{append_log, varied_jobs, week_of_jobs, WEEK_47_START_MS};
@@ -38,11 +39,8 @@ const DAY_MS: u64 = 86_400_000;
 /// November 2026 (UTC).
 const NOVEMBER_START_MS: u64 = 1_793_491_200_000;
 
-fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-site-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("site-{label}"))
 }
 
 /// A database of `records`, ingested from their syslog lines like the real thing.
@@ -609,6 +607,8 @@ fn an_upgraded_database_gets_its_rollups() {
              DROP TRIGGER rejected_counted; DROP TRIGGER rejected_withdrawn;
              DROP TABLE rejected_hours; ALTER TABLE rejected DROP COLUMN rejected_ms;
              DROP INDEX analyses_by_end; DROP INDEX jobs_by_key_digit; DROP TABLE ingest_clock;
+             DROP INDEX jobs_of_user_by_cpu; DROP INDEX jobs_of_user_by_mpi_share;
+             DROP INDEX jobs_of_user_by_ranks;
              PRAGMA user_version = 7;
              ALTER TABLE jobs DROP COLUMN origin;
              UPDATE jobs SET key = substr(key, 1, instr(key, '-') - 1);",
@@ -1096,7 +1096,7 @@ fn serve_default_socket_admits_only_the_proxys_group() {
     // The service user owns its database directory, as /var/lib/mpistat.
     let status = Command::new("chown")
         .args(["-R", "daemon:daemon"])
-        .arg(&dir)
+        .arg(dir.as_os_str())
         .status()
         .unwrap();
     assert!(status.success());

@@ -417,18 +417,14 @@ impl RoutineSums {
         self.total_ranks += u64::from(job.ranks);
         self.mpi_ns += job.mpi_ns.sum;
         for r in &job.routines {
-            if !self.routines.contains_key(&r.name) {
-                let sum = RoutineSum {
-                    class: r.class.clone(),
-                    ..RoutineSum::default()
-                };
-                self.routines.insert(r.name.clone(), sum);
-            }
-            let sum = self.routines.get_mut(&r.name).expect("inserted");
-            sum.calls += r.calls.sum;
-            sum.time_ns += r.time_ns.sum;
-            sum.count += r.count.sum;
-            sum.bytes += r.bytes.sum;
+            let theirs = RoutineSum {
+                class: String::new(),
+                calls: r.calls.sum,
+                time_ns: r.time_ns.sum,
+                count: r.count.sum,
+                bytes: r.bytes.sum,
+            };
+            self.add_sum(&r.name, &r.class, &theirs);
         }
     }
 
@@ -437,18 +433,27 @@ impl RoutineSums {
         self.total_ranks += other.total_ranks;
         self.mpi_ns += other.mpi_ns;
         for (name, theirs) in &other.routines {
-            let sum = self
-                .routines
-                .entry(name.clone())
-                .or_insert_with(|| RoutineSum {
-                    class: theirs.class.clone(),
-                    ..RoutineSum::default()
-                });
-            sum.calls += theirs.calls;
-            sum.time_ns += theirs.time_ns;
-            sum.count += theirs.count;
-            sum.bytes += theirs.bytes;
+            self.add_sum(name, &theirs.class, theirs);
         }
+    }
+
+    /// Add `theirs` to routine `name`'s sum, made (of class `class`) if it has none: its
+    /// name and class are copied only then (ingest adds routine after routine, a job at a time).
+    fn add_sum(&mut self, name: &str, class: &str, theirs: &RoutineSum) {
+        let sum = match self.routines.get_mut(name) {
+            Some(sum) => sum,
+            None => self
+                .routines
+                .entry(name.to_string())
+                .or_insert_with(|| RoutineSum {
+                    class: class.to_string(),
+                    ..RoutineSum::default()
+                }),
+        };
+        sum.calls += theirs.calls;
+        sum.time_ns += theirs.time_ns;
+        sum.count += theirs.count;
+        sum.bytes += theirs.bytes;
     }
 
     /// The table, by time, with the estimates of Fig. 4 of Rabenseifner's paper: latency = calls × latency,

@@ -120,8 +120,10 @@ enum Filed {
 /// key index it touched, which are all of them when keys are random (hashes).
 pub const BATCH_LINES: u64 = 200_000;
 
-/// Complete jobs handed to a decoder thread at a time (one channel message, one wake-up).
-const FILE_BATCH: usize = 64;
+/// Complete jobs handed to a decoder thread at a time (one channel message, one wake-up, and
+/// one set of rollups to merge: each day's rollup of a set is merged whole, so fewer, larger
+/// sets merge less; bench/SCALE.md, "Ingest's CPU a job").
+const FILE_BATCH: usize = 256;
 
 /// Records waiting for parts that a run holds over all senders (each sender's assembler holds
 /// at most [`mpistat_record::wire::PENDING_JOBS_MAX`]); beyond, the oldest record of the

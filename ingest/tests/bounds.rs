@@ -13,6 +13,7 @@
 //!   most that.
 
 use mpistat_testkit::forge;
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
@@ -21,29 +22,11 @@ use mpistat_record::{JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use mpistat_store::WriteStore;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-/// A test's directory, removed when the test passes (some hold 17 MB).
-struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if !std::thread::panicking() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
 fn temp_dir(label: &str) -> Scratch {
-    Scratch(common::temp_dir(&format!("bounds-{label}")))
+    Scratch::new(&format!("bounds-{label}"))
 }
 
 fn options(log: &Path) -> Options {

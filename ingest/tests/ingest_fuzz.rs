@@ -8,6 +8,7 @@
 //! only, so that nothing else allocates meanwhile. `MPISTAT_FUZZ_CASES` runs more cases.
 
 use mpistat_testkit::counting;
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::{syslog_lines, week_of_jobs};
@@ -173,7 +174,7 @@ fn cases() -> u32 {
 
 #[test]
 fn any_log_is_ingested_accounting_for_every_line_in_bounded_memory() {
-    let dir = common::temp_dir("ingest-fuzz");
+    let dir = Scratch::new("ingest-fuzz");
     let jobs = week_of_jobs(30);
     let mut runner = TestRunner::new(Config::with_cases(cases()));
     let case = std::cell::Cell::new(0);

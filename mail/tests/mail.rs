@@ -2,6 +2,7 @@
 //! (user, week) with the directory transport, and a real SMTP server (Debian's aiosmtpd) that is
 //! down at first and up later: the failed mails are retried and arrive exactly once.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 
 use common::week_47_database;
@@ -11,15 +12,12 @@ use mpistat_mailer::Mailer;
 use mpistat_record::{AnalysisRecord, JobIndex, JobRecord};
 use mpistat_site::SiteConfig;
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-mail-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("mail-{label}"))
 }
 
 fn week() -> IsoWeek {

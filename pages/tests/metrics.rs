@@ -5,6 +5,7 @@
 //! once withdrawn; and every query of the shipped Grafana dashboard names a series `/metrics`
 //! writes.
 
+use mpistat_testkit::scratch::Scratch;
 use mpistat_testkit::synthetic as common;
 use mpistat_testkit::{dashboard, known};
 
@@ -25,11 +26,8 @@ use std::sync::Arc;
 const NOW_MS: u64 = 1_795_084_200_000;
 const MINUTE_MS: u64 = 60_000;
 
-fn temp_dir(label: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-metrics-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(label: &str) -> Scratch {
+    Scratch::new(&format!("metrics-{label}"))
 }
 
 // The test's users: alice, bob and carol of `options`'s accounts, on node1 (the kit's `Owner`

@@ -278,10 +278,29 @@ pub fn steady(
     superstep: bool,
     int_count: bool,
 ) -> bool {
+    outermost() && steady_key(id, traffic, comm, superstep, int_count)
+}
+
+/// [`steady`]'s first test: the thread is not inside MPI. Apart where a wrapper has a steady
+/// copy for each form of its traffic (in place or not, `rt::memo_count`): tested once before
+/// the choice, not loaded ahead of it for both.
+#[inline(always)]
+pub fn outermost() -> bool {
+    crate::traffic::tested(main_state().depth.get() == 0)
+}
+
+/// [`steady`] past [`outermost`]: the memo's key and the superstep's communicator.
+#[inline(always)]
+pub fn steady_key(
+    id: RoutineId,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+    int_count: bool,
+) -> bool {
     // Each test a branch of its own to the unsteady copy, in this order
     // ([`crate::traffic::tested`]).
-    crate::traffic::tested(main_state().depth.get() == 0)
-        && crate::traffic::steady(&main_table().routines[id], traffic, comm, int_count)
+    crate::traffic::steady(&main_table().routines[id], traffic, comm, int_count)
         && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)))
 }
 
@@ -294,6 +313,27 @@ pub fn enter_steady(via_pmpi: bool) -> Steady {
     }
     Steady {
         t0: crate::clock::tsc_ticks(),
+    }
+}
+
+/// The count of routine `id`'s memo, passed to its real routine on a steady call in place of
+/// the `int` count argument that [`steady`] found equal to it (not in place, where the memo
+/// holds its complement): that argument's register (`rdx`) is the clock read's, and one load
+/// here replaces two moves around `rdtsc` and a copy for the in-place test
+/// (bench/instructions.sh). Read after [`enter_steady`]: only this thread writes the memo, and
+/// not while it is inside MPI.
+#[inline(always)]
+pub fn memo_count(id: RoutineId) -> c_int {
+    let count = main_table().routines[id].memo.count.as_ptr();
+    // SAFETY: a valid, aligned atomic that only this thread writes; the volatile read is one
+    // load here, not a value the compiler keeps from before the clock read. Its lower half
+    // (the first four bytes, little-endian) is the widened `int`.
+    unsafe {
+        if cfg!(target_endian = "little") {
+            std::ptr::read_volatile(count.cast::<c_int>())
+        } else {
+            std::ptr::read_volatile(count) as c_int
+        }
     }
 }
 

@@ -470,8 +470,8 @@ pub fn steady(comm: MPI_Comm) -> bool {
     // SAFETY: a valid, aligned atomic, written only by `start` (in `MPI_Init`, below
     // `MPI_THREAD_MULTIPLE`) and `finish` (in `MPI_Finalize`, once written): no MPI call of a
     // correct program overlaps either, so this plain read (which the compiler folds into the
-    // compare) races with no write.
-    comm.key() == unsafe { *WORLD_UNLOCKED.as_ptr() }
+    // compare) races with no write; it holds `MPI_COMM_WORLD`'s key or 0.
+    unsafe { comm.key_is_at(WORLD_UNLOCKED.as_ptr()) }
 }
 
 /// [`boundary`] of a call that [`steady`] let through, into the batch if it has room (else

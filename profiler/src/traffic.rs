@@ -96,6 +96,11 @@ pub fn in_place(count: MPI_Count) -> MPI_Count {
     // Marked the rarer form: the wrappers then branch on `MPI_IN_PLACE` instead of choosing the
     // count with `sete`, `neg` and `xor` on every call (bench/instructions.sh).
     std::hint::cold_path();
+    // An empty `asm!` that may read memory: a steady copy's in-place form, which begins here,
+    // reads its memo after it, so the other form's first read of the memo is not hoisted
+    // above the choice of form into both (1 a steady call). No instruction.
+    // SAFETY: an empty asm: no instruction, no effect.
+    unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
     !count
 }
 
@@ -535,7 +540,7 @@ impl Memo {
         // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
-            tested(*self.datatype.as_ptr() == datatype.key())
+            tested(datatype.key_is_at(self.datatype.as_ptr()))
                 && tested(if int_count && cfg!(target_endian = "little") {
                     // Only this routine's calls, all with an `int` count, store its memo's
                     // count: a widened `int` (or its complement, in place), whose upper half
@@ -546,7 +551,7 @@ impl Memo {
                     *self.count.as_ptr() == count
                 })
                 && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
-                && tested(*self.comm.as_ptr() == comm.key())
+                && tested(comm.key_is_at(self.comm.as_ptr()))
                 && tested(*self.generation.as_ptr() == generation())
         }
     }

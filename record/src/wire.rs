@@ -350,31 +350,10 @@ impl CompleteJob {
         if crc32fast::hash(&deflated) != self.record_crc {
             return Err(Problem::ChecksumMismatch { key: key.clone() });
         }
-        let json =
-            inflate(&deflated, ANALYSIS_JSON_MAX, "analysis JSON").map_err(|e| e.of_job(key))?;
-        let version = serde_json::from_slice::<ModelVersion>(&json)
-            .map_err(|e| bad_payload(key, format!("analysis JSON: {e}")))?
-            .version;
-        match version {
-            Some(v) if v > u64::from(ANALYSIS_MODEL_VERSION) => {
-                return Err(Problem::UnsupportedModelVersion {
-                    key: key.clone(),
-                    version: v,
-                })
-            }
-            Some(_) => {}
-            None => return Err(bad_payload(key, "analysis: no model version".into())),
-        }
-        let mut record: AnalysisRecord = serde_json::from_slice(&json)
-            .map_err(|e| bad_payload(key, format!("analysis: {e}")))?;
-        limits::check_analysis(&mut record).map_err(|oversize| oversized(key, oversize))?;
-        if record.key() != *key {
-            return Err(bad_payload(
-                key,
-                format!("the analysis' own key is {}", record.key()),
-            ));
-        }
-        Ok(record)
+        inflate(&deflated, ANALYSIS_JSON_MAX, "analysis JSON", |json| {
+            analysis_of_json(key, json)
+        })
+        .map_err(|e| e.of_job(key))?
     }
 
     /// The whole record: base64 → record crc → (version 2: index) → inflate → JSON → record,
@@ -460,6 +439,33 @@ impl CompleteJob {
             deflated: bytes,
         })
     }
+}
+
+/// The analysis record in `json` (inflated), checking its model version, limits and key.
+fn analysis_of_json(key: &str, json: &[u8]) -> Result<AnalysisRecord, Problem> {
+    let version = serde_json::from_slice::<ModelVersion>(json)
+        .map_err(|e| bad_payload(key, format!("analysis JSON: {e}")))?
+        .version;
+    match version {
+        Some(v) if v > u64::from(ANALYSIS_MODEL_VERSION) => {
+            return Err(Problem::UnsupportedModelVersion {
+                key: key.to_string(),
+                version: v,
+            })
+        }
+        Some(_) => {}
+        None => return Err(bad_payload(key, "analysis: no model version".into())),
+    }
+    let mut record: AnalysisRecord =
+        serde_json::from_slice(json).map_err(|e| bad_payload(key, format!("analysis: {e}")))?;
+    limits::check_analysis(&mut record).map_err(|oversize| oversized(key, oversize))?;
+    if record.key() != key {
+        return Err(bad_payload(
+            key,
+            format!("the analysis' own key is {}", record.key()),
+        ));
+    }
+    Ok(record)
 }
 
 fn bad_payload(key: &str, reason: String) -> Problem {
@@ -1254,13 +1260,15 @@ fn decode_v1(key: &str, payload: &[u8], record_crc: u32) -> Result<DecodedJob, P
     let deflated = URL_SAFE_NO_PAD
         .decode_to_vec(payload)
         .map_err(|e| bad_payload(key, format!("base64: {e}")))?;
-    let json = inflate(&deflated, RECORD_JSON_MAX, "record JSON").map_err(|e| e.of_job(key))?;
-    if crc32fast::hash(&json) != record_crc {
-        return Err(Problem::ChecksumMismatch {
-            key: key.to_string(),
-        });
-    }
-    let record = record_of_json(key, &json)?;
+    let record = inflate(&deflated, RECORD_JSON_MAX, "record JSON", |json| {
+        if crc32fast::hash(json) != record_crc {
+            return Err(Problem::ChecksumMismatch {
+                key: key.to_string(),
+            });
+        }
+        record_of_json(key, json)
+    })
+    .map_err(|e| e.of_job(key))??;
     Ok(DecodedJob { record, deflated })
 }
 
@@ -1286,13 +1294,77 @@ impl Unreadable {
     }
 }
 
-/// Raw DEFLATE `deflated` inflated, if that is at most `max` bytes (`what`: for the reason).
-fn inflate(deflated: &[u8], max: usize, what: &str) -> Result<Vec<u8>, Unreadable> {
-    use miniz_oxide::inflate::TINFLStatus;
-    miniz_oxide::inflate::decompress_to_vec_with_limit(deflated, max).map_err(|e| match e.status {
-        TINFLStatus::HasMoreOutput => Unreadable::Oversized(Oversize::cut_off(what, max)),
-        _ => Unreadable::Deflate(e.to_string()),
-    })
+/// Raw DEFLATE `deflated` inflated, if that is at most `max` bytes (`what`: for the reason),
+/// handed to `read` (which must not inflate: it runs with the thread's [`Inflater`]).
+fn inflate<R>(
+    deflated: &[u8],
+    max: usize,
+    what: &str,
+    read: impl FnOnce(&[u8]) -> R,
+) -> Result<R, Unreadable> {
+    INFLATER.with_borrow_mut(|inflater| inflater.inflate(deflated, max, what).map(read))
+}
+
+thread_local! {
+    static INFLATER: std::cell::RefCell<Inflater> = std::cell::RefCell::default();
+}
+
+/// A thread's DEFLATE decompressor and output buffer, used for record after record: a fresh
+/// one each time (`miniz_oxide::inflate::decompress_to_vec_with_limit`) allocated and zeroed
+/// 11 kB of state and grew its output from twice the input by copies, a tenth of ingest's CPU.
+/// It gives what that gives (`record/tests/wire_props.rs` compares them), as a borrowed slice.
+#[derive(Default)]
+struct Inflater {
+    state: Box<miniz_oxide::inflate::core::DecompressorOxide>,
+    /// Initialised bytes (its length): output is written over, never zeroed again.
+    output: Vec<u8>,
+}
+
+/// Output kept between records: larger buffers (of records near [`RECORD_JSON_MAX`]) are
+/// given back, so that an idle thread holds no more than this.
+const INFLATE_KEPT_MAX: usize = 256 * 1024;
+
+impl Inflater {
+    fn inflate(&mut self, mut input: &[u8], max: usize, what: &str) -> Result<&[u8], Unreadable> {
+        use miniz_oxide::inflate::core::{decompress, inflate_flags};
+        use miniz_oxide::inflate::{DecompressError, TINFLStatus};
+        if self.output.len() > INFLATE_KEPT_MAX {
+            self.output = Vec::new();
+        }
+        // As decompress_to_vec_with_limit: at least twice the input, grown by doubling up to
+        // `max`; the whole buffer is the window that matches reach back into.
+        let mut window = max.min(input.len().saturating_mul(2).max(self.output.len()));
+        self.output.resize(self.output.len().max(window), 0);
+        self.state.init();
+        let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+        let mut end = 0;
+        loop {
+            let (status, consumed, written) = decompress(
+                &mut self.state,
+                input,
+                &mut self.output[..window],
+                end,
+                flags,
+            );
+            end += written;
+            match status {
+                TINFLStatus::Done => return Ok(&self.output[..end]),
+                TINFLStatus::HasMoreOutput if window < max && consumed <= input.len() => {
+                    input = &input[consumed..];
+                    window = window.saturating_mul(2).clamp(1, max);
+                    self.output.resize(self.output.len().max(window), 0);
+                }
+                TINFLStatus::HasMoreOutput => {
+                    return Err(Unreadable::Oversized(Oversize::cut_off(what, max)))
+                }
+                status => {
+                    let output = Vec::new();
+                    let reason = DecompressError { status, output }.to_string();
+                    return Err(Unreadable::Deflate(reason));
+                }
+            }
+        }
+    }
 }
 
 /// A record as a store keeps it, raw-DEFLATE JSON ([`DecodedJob::deflated`]), read within
@@ -1301,7 +1373,7 @@ fn inflate(deflated: &[u8], max: usize, what: &str) -> Result<Vec<u8>, Unreadabl
 /// [`stored_json_record`]), so that no page, mail or report ever sees more than a record may
 /// carry, whatever the store holds (e.g. rows stored before the limits).
 pub fn stored_record(deflated: &[u8]) -> Result<JobRecord, Unreadable> {
-    stored_json_record(&inflate(deflated, RECORD_JSON_MAX, "record JSON")?)
+    inflate(deflated, RECORD_JSON_MAX, "record JSON", stored_json_record)?
 }
 
 /// A record stored as plain JSON, read within the limits as [`stored_record`].
@@ -1322,8 +1394,10 @@ pub fn stored_json_record(json: &[u8]) -> Result<JobRecord, Unreadable> {
 
 /// Inflate → JSON → record, checking its model version, limits and key.
 fn inflate_record(key: &str, deflated: &[u8]) -> Result<JobRecord, Problem> {
-    let json = inflate(deflated, RECORD_JSON_MAX, "record JSON").map_err(|e| e.of_job(key))?;
-    record_of_json(key, &json)
+    inflate(deflated, RECORD_JSON_MAX, "record JSON", |json| {
+        record_of_json(key, json)
+    })
+    .map_err(|e| e.of_job(key))?
 }
 
 /// The record in `json`, checking its model version, its limits and that its key is `key`.

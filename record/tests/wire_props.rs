@@ -1,14 +1,17 @@
 //! Property tests of the wire format: round trips (version 2, and version 1 as earlier profilers
 //! write it), message limits, that every single lost, repeated or damaged line is reported and
 //! never turns into a wrong record, that the index read without the record is the record's, and
-//! that every index that is not is reported.
+//! that every index that is not is reported; and that stored records read with the thread's
+//! reused decompressor as with a fresh one.
 
 use mpistat_testkit::forge as common;
 
+use mpistat_record::limits::{Oversize, RECORD_JSON_MAX};
 use mpistat_record::model::{
     CounterEvent, CounterSet, Imbalance, PartitionImbalance, SlurmFacts, TraceInfo,
 };
 use mpistat_record::model::{IndexImbalance, NodeBytes, RanksPerNode};
+use mpistat_record::wire::{stored_json_record, stored_record, Unreadable};
 use mpistat_record::wire::{Assembler, IndexedJob, Problem, MAX_MESSAGE};
 use mpistat_record::{decode, encode, Binding, JobIndex, JobRecord, RoutineStats, Stat};
 use proptest::prelude::*;
@@ -419,5 +422,76 @@ fn shuffle<T>(items: &mut [T], seed: u64) {
         state ^= state >> 7;
         state ^= state << 17;
         items.swap(i, (state % (i as u64 + 1)) as usize);
+    }
+}
+
+/// What reading a stored record gave when every record had a decompressor and buffer of its
+/// own (`decompress_to_vec_with_limit`), for [`stored_record`]'s reused one to be held to.
+fn stored_record_fresh(deflated: &[u8]) -> Result<JobRecord, Unreadable> {
+    use miniz_oxide::inflate::{decompress_to_vec_with_limit, TINFLStatus};
+    let json =
+        decompress_to_vec_with_limit(deflated, RECORD_JSON_MAX).map_err(|e| match e.status {
+            TINFLStatus::HasMoreOutput => {
+                Unreadable::Oversized(Oversize::cut_off("record JSON", RECORD_JSON_MAX))
+            }
+            _ => Unreadable::Deflate(e.to_string()),
+        })?;
+    stored_json_record(&json)
+}
+
+/// A record's deflated JSON, damaged or not: `damage` 0 keeps it, 1 flips a bit, 2 cuts it
+/// short, 3 appends bytes, else it is replaced by random bytes.
+fn damaged(mut deflated: Vec<u8>, damage: u8, at: prop::sample::Index, bytes: Vec<u8>) -> Vec<u8> {
+    match damage % 5 {
+        0 => {}
+        1 if !deflated.is_empty() => {
+            let i = at.index(deflated.len());
+            deflated[i] ^= 1 << (bytes.len() % 8);
+        }
+        2 => deflated.truncate(at.index(deflated.len() + 1)),
+        3 => deflated.extend(bytes),
+        _ => deflated = bytes,
+    }
+    deflated
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The thread's reused decompressor (one after another, large and small, broken and not)
+    /// reads every stored record as a fresh one did, and refuses what it refused, saying the same.
+    #[test]
+    fn stored_records_read_with_the_reused_decompressor_as_with_a_fresh_one(
+        record in job_record(),
+        damage in any::<u8>(),
+        at in any::<prop::sample::Index>(),
+        bytes in prop::collection::vec(any::<u8>(), 0..64),
+    ) {
+        let json = serde_json::to_vec(&record).unwrap();
+        let deflated = damaged(miniz_oxide::deflate::compress_to_vec(&json, 6), damage, at, bytes);
+        prop_assert_eq!(stored_record(&deflated), stored_record_fresh(&deflated));
+    }
+}
+
+/// Inflating to exactly the limit is read, a byte more is oversized, as before; between and
+/// after, small records still read (the buffer grown for the large ones is reused or given back).
+#[test]
+fn stored_records_at_the_inflate_limit_read_as_with_a_fresh_decompressor() {
+    let small = miniz_oxide::deflate::compress_to_vec(b"{}", 6);
+    for size in [
+        RECORD_JSON_MAX - 1,
+        RECORD_JSON_MAX,
+        RECORD_JSON_MAX + 1,
+        3 * RECORD_JSON_MAX,
+    ] {
+        let mut json = vec![b' '; size];
+        json[0] = b'{';
+        json[size - 1] = b'}';
+        let deflated = miniz_oxide::deflate::compress_to_vec(&json, 6);
+        let read = stored_record(&deflated);
+        assert_eq!(read, stored_record_fresh(&deflated), "{size} bytes");
+        let oversized = matches!(read, Err(Unreadable::Oversized(_)));
+        assert_eq!(oversized, size > RECORD_JSON_MAX, "{size} bytes: {read:?}");
+        assert_eq!(stored_record(&small), stored_record_fresh(&small));
     }
 }

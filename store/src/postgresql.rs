@@ -258,6 +258,13 @@ pub const MIGRATIONS: &[&str] = &[
         SELECT end_ms / 3600000, count(*) FROM critical_jobs GROUP BY end_ms / 3600000;
     DELETE FROM rollup_state WHERE name IN ('rebuild_to', 'rebuild_critical');
 "#,
+    // SQLite's (task `pages10m`): a user's jobs read in each order the user page offers.
+    r#"
+    CREATE INDEX jobs_of_user_by_cpu ON jobs ("user", wall_ns_sum DESC, end_ms, key);
+    CREATE INDEX jobs_of_user_by_mpi_share ON jobs
+        ("user", (CAST(mpi_ns_sum AS DOUBLE PRECISION) / greatest(wall_ns_sum, 1)) DESC, end_ms, key);
+    CREATE INDEX jobs_of_user_by_ranks ON jobs ("user", ranks DESC, end_ms, key);
+"#,
 ];
 
 /// The advisory lock migrations run under ("mpistat" in ASCII): several ingest processes that

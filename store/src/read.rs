@@ -562,7 +562,10 @@ impl ReadStore {
     }
 
     /// The end time and key of `user`'s jobs that ended in `[from_ms, to_ms)`, in `order`,
-    /// `limit` of them from the `offset`-th: from the index of a user's jobs, reading no row.
+    /// `limit` of them from the `offset`-th: from an index of a user's jobs in that order, read
+    /// from its start and stopped at the page's last row (the period's entries of a user are
+    /// not all read and sorted: 400,000 for a busy user's month at 10 M jobs), reading no row.
+    /// A period holding few of the user's jobs skips the others' entries.
     pub fn jobs_of_user(
         &self,
         user: &str,
@@ -571,26 +574,34 @@ impl ReadStore {
         limit: usize,
         offset: usize,
     ) -> Result<Vec<(u64, String)>> {
-        let order = match (order, self.db.dialect()) {
-            (crate::JobOrder::Cpu, _) => "wall_ns_sum DESC, end_ms, key",
-            (crate::JobOrder::MpiShare, Dialect::Sqlite) => {
-                "CAST(mpi_ns_sum AS REAL) / max(wall_ns_sum, 1) DESC, end_ms, key"
-            }
-            (crate::JobOrder::MpiShare, Dialect::Postgres) => {
-                "CAST(mpi_ns_sum AS DOUBLE PRECISION) / greatest(wall_ns_sum, 1) DESC, end_ms, key"
-            }
-            (crate::JobOrder::Ranks, _) => "ranks DESC, end_ms, key",
-            (crate::JobOrder::End, _) => "end_ms, key",
-        };
-        let sql = format!(
-            r#"SELECT end_ms, key FROM jobs {}
-             WHERE "user" = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"#,
-            self.indexed_by("jobs_by_user")
-        );
+        let sql = self.jobs_of_user_query(order);
         self.db
             .query(&sql, &[&user, &from_ms, &to_ms, &limit, &offset], |row| {
                 Ok((row.get(0)?, row.get(1)?))
             })
+    }
+
+    /// [`ReadStore::jobs_of_user`]'s statement: the index of `order` (schema: task `pages10m`)
+    /// and its order, spelt as the index is (an expression's index serves only that expression).
+    pub(crate) fn jobs_of_user_query(&self, order: crate::JobOrder) -> String {
+        let (index, order) = match (order, self.db.dialect()) {
+            (crate::JobOrder::Cpu, _) => ("jobs_of_user_by_cpu", "wall_ns_sum DESC, end_ms, key"),
+            (crate::JobOrder::MpiShare, Dialect::Sqlite) => (
+                "jobs_of_user_by_mpi_share",
+                "CAST(mpi_ns_sum AS REAL) / max(wall_ns_sum, 1) DESC, end_ms, key",
+            ),
+            (crate::JobOrder::MpiShare, Dialect::Postgres) => (
+                "jobs_of_user_by_mpi_share",
+                "CAST(mpi_ns_sum AS DOUBLE PRECISION) / greatest(wall_ns_sum, 1) DESC, end_ms, key",
+            ),
+            (crate::JobOrder::Ranks, _) => ("jobs_of_user_by_ranks", "ranks DESC, end_ms, key"),
+            (crate::JobOrder::End, _) => ("jobs_by_user", "end_ms, key"),
+        };
+        format!(
+            r#"SELECT end_ms, key FROM jobs {}
+             WHERE "user" = ?1 AND end_ms >= ?2 AND end_ms < ?3 ORDER BY {order} LIMIT ?4 OFFSET ?5"#,
+            self.indexed_by(index)
+        )
     }
 
     /// SQLite's `INDEXED BY index` (its planner, left alone, walked the table for these reads);
@@ -788,6 +799,31 @@ mod tests {
                 && !plan.iter().any(|step| step.starts_with("SCAN")),
             "{plan:?}"
         );
+    }
+
+    /// A user's jobs in each order the user page offers are read from an index in that order
+    /// (stopped at the page's last row), never all the period's entries sorted (a temporary
+    /// B-tree for ORDER BY).
+    #[test]
+    fn a_users_jobs_in_each_order_are_read_in_that_order() {
+        let db = crate::WriteStore::in_memory().unwrap();
+        for order in [
+            crate::JobOrder::End,
+            crate::JobOrder::Cpu,
+            crate::JobOrder::MpiShare,
+            crate::JobOrder::Ranks,
+        ] {
+            let plan = db.query_plan(
+                &db.jobs_of_user_query(order),
+                &[&"alice", &0, &1_000_000, &150, &100],
+            );
+            assert!(
+                plan.iter()
+                    .any(|step| step.starts_with("SEARCH") && step.contains("INDEX jobs_"))
+                    && !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{order:?}: {plan:?}"
+            );
+        }
     }
 
     #[test]

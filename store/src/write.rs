@@ -2,7 +2,7 @@
 //! escalation's and the mails' bookkeeping, and the quarantine of unusable records.
 
 use crate::db::{Begin, Db, Dialect};
-use crate::read::{schema_version, BUSY_TIMEOUT, CACHE_KIB};
+use crate::read::{schema_version, CACHE_KIB};
 use crate::rows::INDEX_COLUMNS;
 use crate::{
     postgresql, Error, FiledJob, Inserted, JobRow, Location, Position, Quarantined, ReadStore,
@@ -40,6 +40,14 @@ impl std::ops::Deref for WriteStore {
     }
 }
 
+/// How long an SQLite writer waits for another's transaction. Writers of several log hosts take
+/// turns a batch at a time (up to ingest's `BATCH_LINES` jobs: over a minute under load at site
+/// scale), so a waiter may wait for more than one; as PostgreSQL's writers wait on their advisory
+/// lock, this wait ends only for a writer that hangs (readers keep `read::BUSY_TIMEOUT`). With
+/// 30 s, three ingests of 10 million jobs at load 14 stopped with "database is locked" after a
+/// million.
+const WRITERS_WAIT: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl WriteStore {
     /// Open the database at `path` (created if missing and `create`), without touching its
     /// schema (the caller makes the file private before, see the digest's `private`).
@@ -56,7 +64,7 @@ impl WriteStore {
         }
         let conn = Connection::open_with_flags(path, flags).map_err(opened)?;
         // First, so that even switching to WAL waits for another process's transaction.
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(opened)?;
+        conn.busy_timeout(WRITERS_WAIT).map_err(opened)?;
         // Before the database exists (no effect after): 64 KiB pages suit rows of a few kB
         // (records) and ingest's bulk appends: fewer pages to write, look up and sync.
         conn.pragma_update(None, "page_size", PAGE_SIZE)
@@ -71,7 +79,7 @@ impl WriteStore {
             match conn.pragma_update(None, "journal_mode", "WAL") {
                 Err(rusqlite::Error::SqliteFailure(e, _))
                     if e.code == rusqlite::ErrorCode::DatabaseBusy
-                        && waited_since.elapsed() < BUSY_TIMEOUT =>
+                        && waited_since.elapsed() < WRITERS_WAIT =>
                 {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
@@ -959,5 +967,33 @@ impl<'conn> WriteTx<'conn> {
             params![id, self.position_host],
         )?;
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{WriteStore, WRITERS_WAIT};
+
+    /// A writer waits out other writers' batches (minutes at site scale), not the readers' 30 s.
+    #[test]
+    fn an_sqlite_writer_waits_for_other_writers_as_long_as_a_hung_one_needs() {
+        let dir = std::env::temp_dir().join(format!("mpistat-writers-wait-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = WriteStore::open(&dir.join("db.sqlite")).unwrap();
+        let waits_ms: u64 = store
+            .reader
+            .db
+            .sqlite_conn()
+            .unwrap()
+            .query_row("PRAGMA busy_timeout", [], |row| row.get(0))
+            .unwrap();
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(waits_ms, WRITERS_WAIT.as_millis() as u64);
+        assert!(
+            WRITERS_WAIT >= std::time::Duration::from_secs(600),
+            "{WRITERS_WAIT:?}"
+        );
     }
 }

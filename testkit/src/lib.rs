@@ -8,9 +8,11 @@
 //! * [`counting`]: a global allocator that counts, for the tests that bound memory.
 //! * [`known`]: a job of known figures whose sums the metrics tests work out by hand.
 //! * [`dashboard`]: the shipped Grafana dashboard's queries.
+//! * [`scratch`]: a test's scratch directory, removed when the test passes.
 
 pub mod counting;
 pub mod dashboard;
 pub mod forge;
 pub mod known;
+pub mod scratch;
 pub mod synthetic;

@@ -200,14 +200,6 @@ pub fn ingest_options(log: &Path) -> mpistat_ingest::Options {
     }
 }
 
-/// An empty directory `<tmp>/mpistat-<label>-<pid>` for a test's files.
-pub fn temp_dir(label: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("mpistat-{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A database in `dir` with [`week_of_jobs`]`(40)`: 40 jobs of five users in 2026-W47, filed by
 /// a real ingest (the mail tests' fixture).
 #[cfg(feature = "ingest")]

@@ -4,7 +4,7 @@
 //! test does not depend on the developer's rustfmt version.
 
 use crate::cdecl::{CType, Prototype};
-use crate::semantics::{Completion, Count, Hook, Semantics, Side, TrafficPlan};
+use crate::semantics::{Completion, Count, Hook, InPlace, Semantics, Side, TrafficPlan};
 use crate::spec::Row;
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -117,6 +117,15 @@ fn is_array(proto: &Prototype, count: &Count) -> bool {
     matches!(count, Count::Arg(a) if proto.param(a).is_some_and(|p| p.ty.indirections() == 1))
 }
 
+/// The `Traffic` of a block of elements in place (`peer` its field).
+fn in_place_elements(proto: &Prototype, ip: &InPlace, peer: &str) -> String {
+    format!(
+        "Traffic::Elements {{ count: traffic::in_place({}), {}, {peer} }}",
+        count_value(proto, &ip.count),
+        field("datatype", &ident(&ip.datatype))
+    )
+}
+
 /// The `Traffic` expression for a plan.
 fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
     let side_fields = |side: &Side| {
@@ -154,12 +163,7 @@ fn traffic_expr(proto: &Prototype, plan: &TrafficPlan) -> String {
                     in_place_or(proto, &ip.buf, own, normal)
                 }
                 Some(ip) => {
-                    let in_place = format!(
-                        "Traffic::Elements {{ count: traffic::in_place({}), {}, {peer} }}",
-                        count_value(proto, &ip.count),
-                        field("datatype", &ident(&ip.datatype))
-                    );
-                    in_place_or(proto, &ip.buf, in_place, normal)
+                    in_place_or(proto, &ip.buf, in_place_elements(proto, ip, &peer), normal)
                 }
             }
         }
@@ -317,6 +321,26 @@ fn counts_ahead(semantics: &Semantics, plan: &TrafficPlan) -> bool {
         && semantics.send.is_some()
         && semantics.comm.is_some()
         && matches!(plan, TrafficPlan::Elements { .. })
+}
+
+/// The `int` count argument of a steady path's element count that is passed to the real
+/// routine from its memo (`rt::memo_count`), if any: on x86-64 the third argument, in `rdx`,
+/// which the clock read (`rdtsc`) writes, so keeping it took two moves (out and back) and one
+/// more for the in-place form's test; the memo it was just found equal to is one load.
+/// In place, the memo holds its complement: that form keeps its count as before.
+fn reloaded_count<'a>(
+    proto: &'a Prototype,
+    plan: &TrafficPlan,
+    int_count: bool,
+) -> Option<&'a str> {
+    let TrafficPlan::Elements { side, .. } = plan else {
+        return None;
+    };
+    let Count::Arg(count) = &side.count else {
+        return None;
+    };
+    let third = proto.params.get(2)?;
+    (int_count && third.name == *count).then_some(&third.name)
 }
 
 /// Whether a hot routine's counting copy has a steady path (`rt::steady`), and whether on it a
@@ -851,27 +875,84 @@ fn wrapper(
                 }
                 _ => false,
             };
-            writeln!(out, "    let traffic = {};", traffic_expr(proto, &plan)).unwrap();
-            writeln!(
-                out,
-                "    if !rt::steady(id::{name}, traffic, {comm}, {superstep}, {int_count}) {{ return {}({}) }}",
+            let unsteady_call = format!(
+                "{}({})",
                 unsteady_of(&export),
-                if unsteady_each { names.clone() } else { then(via_pmpi) }
-            )
-            .unwrap();
-            writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
-            // Read last, where the call reads it from memory (`call *NEXT_X`).
-            writeln!(
-                out,
-                "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());"
-            )
-            .unwrap();
-            writeln!(out, "    let rc = next({names});").unwrap();
-            writeln!(
-                out,
-                "    rt::leave_steady(call, id::{name}, rc, {memo}, {superstep})"
-            )
-            .unwrap();
+                if unsteady_each {
+                    names.clone()
+                } else {
+                    then(via_pmpi)
+                }
+            );
+            // The steady path for one form of `traffic`; `reload`: the `int` count argument
+            // of that name passed from the memo it was found equal to (`rt::memo_count`).
+            // `test`: `steady`, or `steady_key` past `rt::outermost`.
+            let steady_path = |out: &mut String,
+                               test: &str,
+                               traffic: &str,
+                               reload: Option<&str>| {
+                writeln!(out, "    let traffic = {traffic};").unwrap();
+                writeln!(
+                    out,
+                    "    if !rt::{test}(id::{name}, traffic, {comm}, {superstep}, {int_count}) {{ return {unsteady_call} }}"
+                )
+                .unwrap();
+                writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+                if let Some(count) = reload {
+                    writeln!(out, "    let {count} = rt::memo_count(id::{name});").unwrap();
+                }
+                // Read last, where the call reads it from memory (`call *NEXT_X`).
+                writeln!(
+                    out,
+                    "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());"
+                )
+                .unwrap();
+                writeln!(out, "    let rc = next({names});").unwrap();
+                writeln!(
+                    out,
+                    "    rt::leave_steady(call, id::{name}, rc, {memo}, {superstep})"
+                )
+                .unwrap();
+            };
+            match reloaded_count(proto, &plan, int_count) {
+                Some(count) => {
+                    // The in-place form, rarer, keeps its count across the clock read; the
+                    // other one, a copy of its own, reloads it.
+                    let TrafficPlan::Elements {
+                        side,
+                        peer,
+                        in_place,
+                    } = &plan
+                    else {
+                        unreachable!("a reloaded count is an element count")
+                    };
+                    let normal = TrafficPlan::Elements {
+                        side: side.clone(),
+                        peer: peer.clone(),
+                        in_place: None,
+                    };
+                    if let Some(ip) = in_place {
+                        let peer = peer.as_deref().map(ident);
+                        let peer = field("peer", peer.as_deref().unwrap_or("traffic::NO_PEER"));
+                        writeln!(out, "    if !rt::outermost() {{ return {unsteady_call} }}")
+                            .unwrap();
+                        writeln!(out, "    if {} {{", is_in_place_expr(proto, &ip.buf)).unwrap();
+                        let in_place = in_place_elements(proto, ip, &peer);
+                        steady_path(out, "steady_key", &in_place, None);
+                        writeln!(out, "    }} else {{").unwrap();
+                        steady_path(
+                            out,
+                            "steady_key",
+                            &traffic_expr(proto, &normal),
+                            Some(count),
+                        );
+                        writeln!(out, "    }}").unwrap();
+                    } else {
+                        steady_path(out, "steady", &traffic_expr(proto, &normal), Some(count));
+                    }
+                }
+                None => steady_path(out, "steady", &traffic_expr(proto, &plan), None),
+            }
             writeln!(out, "}}").unwrap();
         } else if let Some(request_steady) = &request_steady {
             let unsteady = format!(

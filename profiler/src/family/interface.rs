@@ -17,6 +17,17 @@ pub trait Handle: Copy + PartialEq {
     fn key(self) -> usize;
     /// The handle whose [`Handle::key`] is `key`.
     fn from_key(key: usize) -> Self;
+    /// Whether the word at `stored`, which holds only [`Handle::key`]s of this type or 0, is
+    /// this handle's key: one compare with memory on a memo's steady test
+    /// (`traffic::Memo::holds_own`).
+    ///
+    /// # Safety
+    /// `stored` is valid for reads, aligned, and no write races with this read.
+    #[inline(always)]
+    unsafe fn key_is_at(self, stored: *const usize) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe { *stored == self.key() }
+    }
     fn is_none(self) -> bool {
         self == Self::NONE
     }
@@ -30,6 +41,15 @@ impl<T> Handle for *mut T {
     fn from_key(key: usize) -> Self {
         key as *mut T
     }
+    /// Compared as the pointer it is, not as a number: the compiler, knowing the word equal to
+    /// the argument, then uses the argument's register for it afterwards (a later compare of
+    /// the same handle with memory), where a number made of it (`key`) was replaced by the
+    /// word, loaded into a register of its own (Open MPI's communicator: 1 a steady call).
+    #[inline(always)]
+    unsafe fn key_is_at(self, stored: *const usize) -> bool {
+        // SAFETY: as the caller promises; a key is the pointer's address, read back as one.
+        unsafe { *stored.cast::<Self>() == self }
+    }
 }
 
 impl Handle for c_int {
@@ -39,6 +59,20 @@ impl Handle for c_int {
     }
     fn from_key(key: usize) -> Self {
         key as u32 as c_int
+    }
+    /// A key of an `int` handle is zero-extended: its upper half is 0 wherever one is stored
+    /// (as in an empty word), so equal lower halves are equal keys. Compared in 32 bits, the
+    /// handle is not widened into a register of its own first (MPICH's datatype and
+    /// communicator: bench/instructions.sh, 2 a memo's test).
+    #[inline(always)]
+    unsafe fn key_is_at(self, stored: *const usize) -> bool {
+        if cfg!(target_endian = "little") {
+            // SAFETY: as the caller promises; the word's first four bytes are its lower half.
+            unsafe { *stored.cast::<u32>() == self as u32 }
+        } else {
+            // SAFETY: as the caller promises.
+            unsafe { *stored == self.key() }
+        }
     }
 }
 
@@ -219,3 +253,44 @@ pub fn library_version() -> String {
 }
 
 type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A handle is found at the word its key was stored in, another one is not (handles that
+    /// differ in their upper bits only, MPICH's kinds, included), nor at an empty word.
+    #[test]
+    fn a_handle_is_at_its_keys_word_only() {
+        fn check<H: Handle + std::fmt::Debug>(handles: &[H]) {
+            for &stored in handles {
+                let word = stored.key();
+                for &h in handles {
+                    // SAFETY: a local word, no other access.
+                    assert_eq!(
+                        unsafe { h.key_is_at(&word) },
+                        h == stored,
+                        "{h:?} at {stored:?}'s key"
+                    );
+                }
+            }
+            for &h in handles {
+                // SAFETY: as above.
+                assert!(!unsafe { h.key_is_at(&0) }, "{h:?} at an empty word");
+            }
+        }
+        let ints: [c_int; 5] = [
+            0x4c00_080b,
+            0x4c00_0405,
+            0x8c00_080b_u32 as c_int,
+            0x4c01_080b,
+            -1,
+        ];
+        check(&ints);
+        let pointers: Vec<*mut u8> = [0x1000usize, 0x1008, 0x1_0000_1000, usize::MAX]
+            .iter()
+            .map(|&a| a as *mut u8)
+            .collect();
+        check(&pointers);
+    }
+}

@@ -59,8 +59,14 @@ fn edge_inputs_give_the_same_results_with_and_without_the_profiler(mpi) {
         // What each rank sends (docs/counting.md): in place (3 ints to the 3 others), zero
         // count, intercommunicator (1 int to each of the remote group's 2), failing (null
         // datatype), two good calls (1 int to all 4, not in place) and one failing on the steady
-        // path (MPI_OP_NULL): its time counted, no bytes.
-        Expected::uniform("MPI_Allreduce", 4, 7, 3 * 12 + 2 * 4 + 2 * 4 * 4),
+        // path (MPI_OP_NULL): its time counted, no bytes; steady_counts' 18: 2, 3 and 2 ints
+        // three times each, to all 4 and in place (to the 3 others).
+        Expected::uniform(
+            "MPI_Allreduce",
+            4,
+            7 + 18,
+            3 * 12 + 2 * 4 + 2 * 4 * 4 + 21 * 4 * 4 + 21 * 4 * 3,
+        ),
         // Only a root sends: MPI_BOTTOM struct (12 bytes) from rank 0 to all 4; zero count;
         // intercommunicator (2 ints from rank 0, MPI_ROOT, to the remote group's 2; rank 2
         // passes MPI_PROC_NULL, ranks 1 and 3 receive); failing (invalid root).

@@ -203,6 +203,46 @@ fn finalize_common_code_reads_no_constant_outside_its_chunks() {
     }
 }
 
+/// The PLT lies in `.text.hot`, the chunk every rank keeps: `quietly` reaches its thread-local
+/// flag through `__tls_get_addr@plt` in `MPI_Finalize` (and `MPI_Pcontrol`), and where lld puts
+/// the PLT by itself, after `.text.warm`, every rank mapped that chunk in `MPI_Finalize` for the
+/// stub alone (docs/footprint.md, "Where the kilobytes are now"). Checked on the lazy-binding
+/// slots of `.got.plt`, each of which holds the address of its stub before the first call.
+#[test]
+fn plt_stubs_are_in_the_hot_chunk() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let hot = section(&readelf_of(&lib, &["-SW"]), ".text.hot");
+        let dump = readelf_of(&lib, &["-x", ".got.plt"]);
+        // "  0xADDRESS w0 w1 w2 w3 text": the words' bytes in file order (little-endian).
+        let bytes: Vec<u8> = dump
+            .lines()
+            .filter(|l| l.trim_start().starts_with("0x"))
+            .flat_map(|l| l.split_whitespace().skip(1).take(4).collect::<Vec<_>>())
+            .filter(|word| word.len() % 2 == 0 && word.chars().all(|c| c.is_ascii_hexdigit()))
+            .flat_map(|word| {
+                (0..word.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&word[i..i + 2], 16).unwrap())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        // The first three slots are the loader's (the dynamic section, its link map, its resolver).
+        let stubs: Vec<u64> = bytes
+            .chunks_exact(8)
+            .skip(3)
+            .map(|slot| u64::from_le_bytes(slot.try_into().unwrap()))
+            .collect();
+        assert!(
+            !stubs.is_empty(),
+            "{family}: no PLT slot in .got.plt:\n{dump}"
+        );
+        for stub in stubs {
+            assert_inside(&format!("{family}: a PLT stub"), stub, ".text.hot", hot);
+        }
+    }
+}
+
 /// Where the library's first LOAD segment (read-only, at file offset 0: the dynamic symbols,
 /// `.rodata`) ends in memory.
 fn first_read_only_segment_end(library: &std::path::Path) -> u64 {

@@ -3489,12 +3489,23 @@ unsafe extern "C" fn unsteady_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *m
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    if !rt::outermost() { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    let call = rt::enter_steady(false);
+    let count = rt::memo_count(id::MPI_Allreduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3505,12 +3516,23 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    if !rt::steady(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    if !rt::outermost() { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
     rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Allreduce, traffic, comm, true, true) { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
+    let call = rt::enter_steady(true);
+    let count = rt::memo_count(id::MPI_Allreduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(NEXT_MPI_Allreduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm);
+    rt::leave_steady(call, id::MPI_Allreduce, rc, true, true)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3551,12 +3573,23 @@ unsafe extern "C" fn unsteady_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    if !rt::outermost() { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    let call = rt::enter_steady(false);
+    let count = rt::memo_count(id::MPI_Iallreduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -3567,12 +3600,23 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER } };
-    if !rt::steady(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    if !rt::outermost() { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
     rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: traffic::NO_PEER };
+    if !rt::steady_key(id::MPI_Iallreduce, traffic, comm, false, true) { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
+    let call = rt::enter_steady(true);
+    let count = rt::memo_count(id::MPI_Iallreduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Iallreduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, comm, request);
+    rt::leave_steady(call, id::MPI_Iallreduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4700,12 +4744,23 @@ unsafe extern "C" fn unsteady_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut 
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    if !rt::outermost() { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    let call = rt::enter_steady(false);
+    let count = rt::memo_count(id::MPI_Reduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4716,12 +4771,23 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    if !rt::steady(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    if !rt::outermost() { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
     rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Reduce, traffic, comm, false, true) { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
+    let call = rt::enter_steady(true);
+    let count = rt::memo_count(id::MPI_Reduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Reduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm);
+    rt::leave_steady(call, id::MPI_Reduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4762,12 +4828,23 @@ unsafe extern "C" fn unsteady_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    if !rt::outermost() { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    let call = rt::enter_steady(false);
+    let count = rt::memo_count(id::MPI_Ireduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -4778,12 +4855,23 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root } };
-    if !rt::steady(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    if !rt::outermost() { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    if sendbuf == traffic::IN_PLACE {
+    let traffic = Traffic::Elements { count: traffic::in_place(MPI_Count::from(count)), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
     let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
     rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
+    } else {
+    let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
+    if !rt::steady_key(id::MPI_Ireduce, traffic, comm, false, true) { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
+    let call = rt::enter_steady(true);
+    let count = rt::memo_count(id::MPI_Ireduce);
+    let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ireduce.claimed());
+    let rc = next(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+    rt::leave_steady(call, id::MPI_Ireduce, rc, true, false)
+    }
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
