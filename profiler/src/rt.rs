@@ -283,7 +283,9 @@ pub fn steady(
 
 /// [`steady`]'s first test: the thread is not inside MPI. Apart where a wrapper has a steady
 /// copy for each form of its traffic (in place or not, `rt::memo_count`): tested once before
-/// the choice, not loaded ahead of it for both.
+/// the choice, not loaded ahead of it for both; and for the steady paths of the request
+/// routines, whose other tests are their own ([`crate::requests::front_free`],
+/// [`crate::requests::front_steady`]).
 #[inline(always)]
 pub fn outermost() -> bool {
     crate::traffic::tested(main_state().depth.get() == 0)
@@ -369,14 +371,6 @@ pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superste
     }
     main_state().depth.set(0);
     0
-}
-
-/// Whether a counting copy's call is the thread's outermost: the first of [`steady`]'s tests,
-/// for the steady paths of the request routines, whose other tests are their own
-/// ([`crate::requests::front_free`], [`crate::requests::front_steady`]).
-#[inline(always)]
-pub fn outermost() -> bool {
-    crate::traffic::tested(main_state().depth.get() == 0)
 }
 
 /// [`leave_steady`] of `MPI_Wait` or `MPI_Test` on its steady path (of `request`, which
