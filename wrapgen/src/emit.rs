@@ -843,7 +843,11 @@ fn wrapper(
         for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
             writeln!(out, "#[inline(never)]").unwrap();
             hot(out);
-            writeln!(out, "unsafe extern \"C\" fn fronted_{export}({decls}) -> {ret} {{").unwrap();
+            writeln!(
+                out,
+                "unsafe extern \"C\" fn fronted_{export}({decls}) -> {ret} {{"
+            )
+            .unwrap();
             writeln!(
                 out,
                 "    if !requests::front_steady({request}) {{ return unsteady_{name}({}) }}",
@@ -854,7 +858,11 @@ fn wrapper(
             writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
             writeln!(out, "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());").unwrap();
             writeln!(out, "    let rc = next({names});").unwrap();
-            writeln!(out, "    rt::leave_completing(call, id::{name}, rc, {request}, {done})").unwrap();
+            writeln!(
+                out,
+                "    rt::leave_completing(call, id::{name}, rc, {request}, {done})"
+            )
+            .unwrap();
             writeln!(out, "}}").unwrap();
         }
     }
@@ -958,30 +966,55 @@ fn wrapper(
             let unsteady = format!(
                 "return {}({})",
                 unsteady_of(&export),
-                if unsteady_each { names.clone() } else { then(via_pmpi) }
+                if unsteady_each {
+                    names.clone()
+                } else {
+                    then(via_pmpi)
+                }
             );
             let next = format!(
                 "let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());"
             );
             match request_steady {
                 RequestSteady::Post { request, comm } => {
-                    writeln!(out, "    if !(rt::outermost() && requests::front_free()) {{ {unsteady} }}").unwrap();
-                    writeln!(out, "    requests::stage_front(id::{name}, {}, {comm});", traffic_expr(proto, &plan)).unwrap();
+                    writeln!(
+                        out,
+                        "    if !(rt::outermost() && requests::front_free()) {{ {unsteady} }}"
+                    )
+                    .unwrap();
+                    writeln!(
+                        out,
+                        "    requests::stage_front(id::{name}, {}, {comm});",
+                        traffic_expr(proto, &plan)
+                    )
+                    .unwrap();
                     writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
                     writeln!(out, "    {next}").unwrap();
                     writeln!(out, "    let rc = next({names});").unwrap();
                     writeln!(out, "    requests::posted(rc, {request});").unwrap();
-                    writeln!(out, "    rt::leave_steady(call, id::{name}, rc, false, false)").unwrap();
+                    writeln!(
+                        out,
+                        "    rt::leave_steady(call, id::{name}, rc, false, false)"
+                    )
+                    .unwrap();
                 }
                 RequestSteady::Complete { .. } => {
                     // Nothing kept: a steady call without traffic, which keeps only its start
                     // time across the call. Else the fronted copy (a tail call).
                     writeln!(out, "    if !rt::outermost() {{ {unsteady} }}").unwrap();
-                    writeln!(out, "    if !requests::none_kept() {{ return fronted_{export}({names}) }}").unwrap();
+                    writeln!(
+                        out,
+                        "    if !requests::none_kept() {{ return fronted_{export}({names}) }}"
+                    )
+                    .unwrap();
                     writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
                     writeln!(out, "    {next}").unwrap();
                     writeln!(out, "    let rc = next({names});").unwrap();
-                    writeln!(out, "    rt::leave_steady(call, id::{name}, rc, false, false)").unwrap();
+                    writeln!(
+                        out,
+                        "    rt::leave_steady(call, id::{name}, rc, false, false)"
+                    )
+                    .unwrap();
                 }
             }
             writeln!(out, "}}").unwrap();
