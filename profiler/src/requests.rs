@@ -22,7 +22,7 @@ use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Request, MPI_Status};
 use crate::spin::{SpinGuard, SpinLock};
 pub use crate::thread_parts::Done;
 use crate::thread_parts::Scratch;
-use crate::threads::{RoutineId, ThreadTable};
+use crate::threads::{RoutineId, ThreadTable, MAIN_STATE};
 use crate::traffic::Traffic;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -237,10 +237,20 @@ impl Table {
     }
 
     /// Keep `entry` (replacing one of the same handle, which MPI has reused); false if full.
-    /// In front if nothing else is kept (then its handle is nowhere else).
+    /// In front if nothing else is kept (then its handle is nowhere else), it is a nonblocking
+    /// receive and threads do not share the table: the front's steady paths read and write it
+    /// without the lock and count it as a receive ([`front_steady`]).
     #[inline(always)]
     fn insert(&mut self, entry: Entry) -> bool {
-        if self.front.key == entry.key || self.front.key == 0 && self.len == 0 {
+        if self.front.key == entry.key {
+            self.front = Entry::EMPTY;
+            LIVE.store(self.kept(), Relaxed);
+        }
+        if self.front.key == 0
+            && self.len == 0
+            && entry.kind == Kind::Receive
+            && !SHARED.load(Relaxed)
+        {
             self.front = entry;
             LIVE.store(self.kept(), Relaxed);
             return true;
@@ -699,6 +709,132 @@ pub fn forget_receives() {
 #[inline(never)]
 fn forget_kept_receives() {
     Access::table().forget_receives();
+}
+
+/// The front entry, without the table's lock. Only the steady paths below use it so, on the
+/// thread that called `MPI_Init`: written only where threads do not share the table (there one
+/// thread at a time is inside MPI); where they do, nothing is ever kept in front
+/// ([`Table::insert`], [`front_free`]), so its reads race with no write.
+#[inline(always)]
+fn front() -> &'static mut Entry {
+    // SAFETY: as said above.
+    unsafe { &mut TABLE.unlocked().front }
+}
+
+/// Whether a nonblocking receive on its routine's steady path can be kept in front, without
+/// the lock: nothing is kept, and threads do not share the table. Each test a branch of its
+/// own ([`crate::traffic::tested`]).
+#[inline(always)]
+pub fn front_free() -> bool {
+    crate::traffic::tested(LIVE.load(Relaxed) == 0) && crate::traffic::tested(!SHARED.load(Relaxed))
+}
+
+/// Before the real call of a nonblocking receive that [`front_free`] let through: the front
+/// entry gets what the call describes (its arguments are in their registers here; after the
+/// call only the request's pointer is kept), its key still 0 (not kept) until [`posted`].
+#[inline(always)]
+pub fn stage_front(id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    let front = front();
+    // Its kind is a receive's, never active: what every entry in front has.
+    front.id = id as u32;
+    front.traffic = traffic;
+    front.comm = comm;
+}
+
+/// After the real call of a receive [`stage_front`] staged, which returned `rc`: keep its
+/// request in front, as [`keep_receive`] would; a failed call (or a request MPI left without
+/// a handle) leaves the front empty.
+#[inline(always)]
+pub fn posted(rc: c_int, request: *const MPI_Request) {
+    if rc == 0 {
+        // SAFETY: the successful call filled the caller's request (MPI writes through the
+        // pointer it is given: a null one never comes back with success).
+        let key = unsafe { *request }.key();
+        if key != 0 {
+            front().key = key;
+            LIVE.store(1, Relaxed);
+            return;
+        }
+    }
+    std::hint::cold_path();
+    *front() = Entry::EMPTY;
+}
+
+/// Whether no request is kept: then a steady `MPI_Wait` or `MPI_Test` completes nothing of
+/// ours, and passes its arguments as they are (a status of ours where the caller ignores it
+/// would make MPI fill one: 15 instructions of Open MPI's `MPI_Test` of a null request).
+#[inline(always)]
+pub fn none_kept() -> bool {
+    LIVE.load(Relaxed) == 0
+}
+
+/// Whether `MPI_Wait` or `MPI_Test` of `request` on their steady path can count without the
+/// table, some request being kept: it is the one in front. Any other (a request in the
+/// table's slots, one not kept; a null pointer, which MPI reports) takes the counting copy,
+/// which looks it up.
+#[inline(always)]
+pub fn front_steady(request: *const MPI_Request) -> bool {
+    // SAFETY: not null: the caller's request, which MPI reads too.
+    crate::traffic::tested(!request.is_null())
+        && crate::traffic::tested(unsafe { *request }.key() == front().key)
+}
+
+/// The status a steady `MPI_Wait` or `MPI_Test` passes to MPI: the caller's, or, if it ignores
+/// it, the thread's own (a completed receive counts what its status says arrived).
+#[inline(always)]
+pub fn front_status(status: *mut MPI_Status) -> *mut MPI_Status {
+    if crate::family::no_status(status) {
+        // SAFETY: the main thread's notes, used by its outermost call only (this one).
+        unsafe { (*MAIN_STATE.get().requests.get()).one.as_mut_ptr() }
+    } else {
+        status
+    }
+}
+
+/// After a steady `MPI_Wait` or `MPI_Test` ([`front_steady`]) that returned successfully, as
+/// `done` says (its flag; the status it passed to MPI): if the front's request completed, it
+/// is forgotten and adds what its status says arrived to the routine that posted it, as
+/// [`completed`] does (a cancelled receive adds nothing).
+#[inline(always)]
+pub fn front_completed(table: &ThreadTable, done: Done) {
+    let front = front();
+    // The request given, unless both keys are 0 (no request has key 0: MPI fails the call).
+    let Traffic::Elements {
+        count, datatype, ..
+    } = front.traffic
+    else {
+        return;
+    };
+    let Done::One { flag, status, .. } = done else {
+        return;
+    };
+    if read(flag) == Some(0) {
+        return;
+    }
+    let (id, comm) = (front.id as RoutineId, front.comm);
+    front.key = 0;
+    front.traffic = Traffic::None;
+    // SAFETY: threads do not share the table (something was in front).
+    LIVE.store(unsafe { TABLE.unlocked() }.len, Relaxed);
+    // SAFETY: MPI filled the status (the thread's own where the caller ignores it).
+    if !unsafe { <crate::family::Built as crate::family::Family>::status_cancelled(status) } {
+        crate::traffic::record_received_own(table, id, count, datatype, status, comm);
+    }
+}
+
+/// After a steady `MPI_Wait` or `MPI_Test` that failed: if it completed the front's request
+/// all the same (`request` became `MPI_REQUEST_NULL`), forget it, as [`forget_freed`] does.
+#[inline(always)]
+pub fn front_failed(request: *const MPI_Request) {
+    let null = crate::family::predefined::<MPI_Request>(crate::family::Predefined::RequestNull)
+        .map(Handle::key);
+    let front = front();
+    // SAFETY: not null when something was in front ([`front_steady`]).
+    if front.key != 0 && !request.is_null() && Some(unsafe { *request }.key()) == null {
+        *front = Entry::EMPTY;
+        // SAFETY: as in `front_completed`.
+        LIVE.store(unsafe { TABLE.unlocked() }.len, Relaxed);
+    }
 }
 
 #[cfg(test)]

@@ -283,7 +283,9 @@ pub fn steady(
 
 /// [`steady`]'s first test: the thread is not inside MPI. Apart where a wrapper has a steady
 /// copy for each form of its traffic (in place or not, `rt::memo_count`): tested once before
-/// the choice, not loaded ahead of it for both.
+/// the choice, not loaded ahead of it for both; and for the steady paths of the request
+/// routines, whose other tests are their own ([`crate::requests::front_free`],
+/// [`crate::requests::front_steady`]).
 #[inline(always)]
 pub fn outermost() -> bool {
     crate::traffic::tested(main_state().depth.get() == 0)
@@ -369,6 +371,43 @@ pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superste
     }
     main_state().depth.set(0);
     0
+}
+
+/// [`leave_steady`] of `MPI_Wait` or `MPI_Test` on its steady path (of `request`, which
+/// [`crate::requests::front_steady`] let through): after its time, the front's request counts
+/// if the call completed it ([`crate::requests::front_completed`], `done` as the counting
+/// copy's [`crate::requests::watch`] is given); a failed call forgets it if MPI freed it.
+#[inline(always)]
+pub fn leave_completing(
+    call: Steady,
+    id: RoutineId,
+    rc: c_int,
+    request: *const crate::ffi::MPI_Request,
+    done: crate::requests::Done,
+) -> c_int {
+    if rc != 0 {
+        std::hint::cold_path();
+        return leave_completing_failed(call.t0, id, rc, request);
+    }
+    let t1 = crate::clock::tsc_ticks();
+    add_steady_time(id, call.t0, t1);
+    crate::requests::front_completed(main_table(), done);
+    main_state().depth.set(0);
+    0
+}
+
+/// [`leave_completing`] of a call that failed: [`leave_steady_failed`]'s count, and the front
+/// forgotten if MPI freed its request (one call: the wrapper keeps no return code across it).
+#[cold]
+#[inline(never)]
+fn leave_completing_failed(
+    t0: u64,
+    id: RoutineId,
+    rc: c_int,
+    request: *const crate::ffi::MPI_Request,
+) -> c_int {
+    crate::requests::front_failed(request);
+    leave_steady_failed(t0, id, rc)
 }
 
 /// A steady call's time from `t0` to `t1`: one more call of routine `id`, its ticks and the

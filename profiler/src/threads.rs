@@ -60,7 +60,7 @@ pub(crate) struct ThreadState {
     pub(crate) table: Cell<Option<&'static ThreadTable>>,
     traced: Cell<bool>,
     /// What the thread's completing call in progress noted ([`Call::requests`]).
-    requests: UnsafeCell<crate::thread_parts::Scratch>,
+    pub(crate) requests: UnsafeCell<crate::thread_parts::Scratch>,
 }
 
 thread_local! {

@@ -629,6 +629,45 @@ fn record_received(
     record_measured(table, id, traffic, comm);
 }
 
+/// [`record_received`] on the thread that owns `table`, inlined (a steady `MPI_Wait` or
+/// `MPI_Test`, `crate::requests::front_completed`): `status` is one MPI filled (never
+/// ignored), and the memo is read as [`Memo::holds_own`] reads it, each compare with memory a
+/// branch of its own. A miss is measured out of line, as there.
+#[inline(always)]
+pub fn record_received_own(
+    table: &ThreadTable,
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    status: *const MPI_Status,
+    comm: MPI_Comm,
+) {
+    // SAFETY: `id` is a routine's (a kept request's, from a wrapper's constant).
+    let routine = unsafe { table.routines.get_unchecked(id) };
+    let memo = &routine.memo;
+    // SAFETY: filled by the successful call that just returned; the memo's fields as in
+    // `holds_own` (only this thread writes them).
+    let hit = unsafe {
+        tested(*memo.datatype.as_ptr() == datatype.key())
+            && tested(*memo.count.as_ptr() == count)
+            && tested(*memo.comm.as_ptr() == comm.key())
+            && tested(*memo.generation.as_ptr() == generation())
+            && tested(
+                *memo.peer.as_ptr()
+                    == <crate::family::Built as crate::family::Family>::status_source(status),
+            )
+            && tested(
+                *memo.bytes.as_ptr()
+                    == <crate::family::Built as crate::family::Family>::received_bytes(status),
+            )
+    };
+    if !hit {
+        // Its arguments in registers, no frame here.
+        return record_received(table, id, count, datatype, status, comm);
+    }
+    add_memo(routine);
+}
+
 /// The source and the bytes received of a successful receive's status, unless ignored.
 #[inline(always)]
 fn status_of_receive(status: *const MPI_Status) -> Option<(c_int, u64)> {

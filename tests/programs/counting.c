@@ -10,6 +10,13 @@
  *                        or two MPI_Irecv (each posted for 100 ints) with each completing
  *                        routine, statuses ignored or not; then a receive it cancels and one it
  *                        frees before it completes (no bytes).
+ *   front                3 ranks: rank 1 posts 12 MPI_Irecv of 100 ints one at a time (each the
+ *                        only one kept: the steady paths of MPI_Irecv, MPI_Wait and MPI_Test),
+ *                        from rank 0 (rounds 0-3, 8-11) or rank 2 (4-7), every third with
+ *                        MPI_ANY_SOURCE; round i brings (i % 4) + 1 ints. Odd rounds test the
+ *                        receive before its message is sent (flag 0) and complete it with
+ *                        MPI_Test, even ones with MPI_Wait; statuses ignored every other time;
+ *                        some rounds wait on MPI_REQUEST_NULL while the receive is kept.
  *   alltoallw            2 ranks: every rank sends 1 int to rank 0 and 2 doubles to rank 1.
  *   neighbours           4 ranks, a non-periodic 1-D Cartesian topology: MPI_Neighbor_allgatherv
  *                        of r+1 ints from rank r, MPI_Neighbor_alltoallv of 2 ints to each side.
@@ -139,6 +146,51 @@ static void completions(void) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+#define FRONT_ROUNDS 12
+
+static void front(void) {
+    int buf[100];
+    for (int i = 0; i < FRONT_ROUNDS; i++) {
+        int sender = (i / 4) % 2 ? 2 : 0, n = i % 4 + 1;
+        if (rank != 1) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            if (rank == sender) {
+                for (int k = 0; k < n; k++)
+                    buf[k] = 100 * i + k;
+                MPI_Send(buf, n, MPI_INT, 1, i, MPI_COMM_WORLD);
+            }
+            continue;
+        }
+        MPI_Request request, null = MPI_REQUEST_NULL;
+        MPI_Status status;
+        int flag = 0, ignore = i % 4 < 2, got;
+        memset(buf, 0xff, sizeof buf);
+        MPI_Irecv(buf, 100, MPI_INT, i % 3 == 0 ? MPI_ANY_SOURCE : sender, i, MPI_COMM_WORLD,
+                  &request);
+        if (i % 3 == 1)
+            MPI_Wait(&null, MPI_STATUS_IGNORE);
+        if (i % 2) {
+            /* Its message is sent after the barrier. */
+            MPI_Test(&request, &flag, ignore ? MPI_STATUS_IGNORE : &status);
+            check(!flag, "completed before its message was sent");
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (i % 2)
+            while (!flag)
+                MPI_Test(&request, &flag, ignore ? MPI_STATUS_IGNORE : &status);
+        else
+            MPI_Wait(&request, ignore ? MPI_STATUS_IGNORE : &status);
+        check(request == MPI_REQUEST_NULL, "request not freed");
+        if (!ignore) {
+            MPI_Get_count(&status, MPI_INT, &got);
+            check(got == n && status.MPI_SOURCE == sender && status.MPI_TAG == i, "status");
+        }
+        for (int k = 0; k < n; k++)
+            check(buf[k] == 100 * i + k, "data");
+        check(buf[n] == -1, "more ints written than sent");
+    }
+}
+
 static void alltoallw(void) {
     /* To rank 0: 1 int; to rank 1: 2 doubles. */
     struct {
@@ -216,7 +268,8 @@ int main(int argc, char **argv) {
         const char *name;
         void (*run)(void);
     } cases[] = {{"irecv", irecv},           {"persistent", persistent},
-                 {"completions", completions}, {"alltoallw", alltoallw},
+                 {"completions", completions}, {"front", front},
+                 {"alltoallw", alltoallw},
                  {"neighbours", neighbours}, {"collectives", collectives}};
     int known = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

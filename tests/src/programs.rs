@@ -181,14 +181,21 @@ pub fn linked_with_front(source: &'static str, name: &'static str, mpi: Mpi) -> 
     .path_for(mpi)
 }
 
-/// A C or Fortran program built from `source` alone (named after the source without extension).
+/// A C or Fortran program built from `source` alone (named after the source without extension,
+/// and, but for C, with it: `waitany_order.c` and its Fortran twin `waitany_order.f90` are two
+/// programs, which one name made one in a test binary, whichever was built first).
 pub fn program(source: &'static str) -> PathBuf {
     program_for(source, Mpi::OpenMpi)
 }
 
 /// [`program`] built with `mpi`'s compiler wrappers.
 pub fn program_for(source: &'static str, mpi: Mpi) -> PathBuf {
-    let name = source.rsplit_once('.').map_or(source, |(stem, _)| stem);
+    let name = match source.rsplit_once('.') {
+        Some((stem, "c")) => stem,
+        // A few bytes a call, in a test.
+        Some((stem, extension)) => Box::leak(format!("{stem}-{extension}").into_boxed_str()),
+        None => source,
+    };
     Program {
         source,
         name,

@@ -370,6 +370,51 @@ fn steady_memo(row: &Row, plan: &TrafficPlan) -> Option<bool> {
     }
 }
 
+/// The steady path of a hot request routine's counting copy (`crate::requests`' front entry):
+/// a nonblocking receive kept in front while nothing else is kept, or `MPI_Wait`/`MPI_Test` of
+/// one request, which counts the one in front without the table.
+enum RequestSteady {
+    /// `posts`: the receive is staged in front before the call, kept after it.
+    Post { request: String, comm: String },
+    /// `completes(1, REQUEST, STATUS)`: `done` as the counting copy's `requests::watch` gets it.
+    Complete {
+        request: String,
+        status: String,
+        done: String,
+    },
+}
+
+fn request_steady(row: &Row, plan: &TrafficPlan) -> Option<RequestSteady> {
+    let s = &row.semantics;
+    if !s.hot || s.hook.is_some() || rust_type(&row.prototype.ret) != "c_int" {
+        return None;
+    }
+    if s.posts {
+        return matches!(plan, TrafficPlan::Elements { in_place: None, .. }).then(|| {
+            RequestSteady::Post {
+                request: ident(s.request.as_deref().expect("posts needs request")),
+                comm: ident(s.comm.as_deref().expect("posts needs comm")),
+            }
+        });
+    }
+    match &s.completes {
+        Some(Completion::One {
+            count: Count::Literal(1),
+            requests,
+            status,
+        }) if s.index.is_none() => Some(RequestSteady::Complete {
+            request: ident(requests),
+            status: ident(status),
+            done: format!(
+                "requests::Done::One {{ {}, index: std::ptr::null(), {} }}",
+                pointer_field("flag", &s.flag),
+                field("status", &ident(status))
+            ),
+        }),
+        _ => None,
+    }
+}
+
 /// The `rt::After` a wrapper passes to `rt::leave`: what its call leaves for later or
 /// settles ([`Semantics::traffic`] checked that a row has at most one).
 fn after_expr(semantics: &Semantics, plan: &TrafficPlan) -> Option<String> {
@@ -740,6 +785,7 @@ fn wrapper(
         writeln!(out, "}}").unwrap();
     }
     let steady = steady_memo(row, &plan);
+    let request_steady = request_steady(row, &plan);
     // One unsteady copy for both exported names (a call off its routine's steady state is
     // rarer), taking `via_pmpi` last; but where that is a seventh argument, on the stack, the
     // steady copy would set up a frame on every call to pass it: then one for each, as the
@@ -752,7 +798,7 @@ fn wrapper(
             format!("unsteady_{name}")
         }
     };
-    if steady.is_some() {
+    if steady.is_some() || request_steady.is_some() {
         let copies: Vec<(String, Option<&str>)> = if unsteady_each {
             vec![
                 (name.to_string(), Some("false")),
@@ -764,12 +810,16 @@ fn wrapper(
         for (export, via_pmpi) in copies {
             writeln!(out, "#[inline(never)]").unwrap();
             hot(out);
-            let (params, switches) = match via_pmpi {
-                Some(via_pmpi) => (decls.clone(), format!("{via_pmpi}, false")),
-                None => (
-                    comma_list(&[&decls, "via_pmpi: bool"]),
-                    "via_pmpi, false".to_string(),
-                ),
+            let (params, via_pmpi) = match via_pmpi {
+                Some(via_pmpi) => (decls.clone(), via_pmpi),
+                None => (comma_list(&[&decls, "via_pmpi: bool"]), "via_pmpi"),
+            };
+            // A completing routine's unsteady copy is its counting copy (not watched: it
+            // tests for kept requests itself).
+            let switches = if completing {
+                format!("{via_pmpi}, false, false")
+            } else {
+                format!("{via_pmpi}, false")
             };
             writeln!(
                 out,
@@ -778,6 +828,41 @@ fn wrapper(
             )
             .unwrap();
             writeln!(out, "    {wrap}({})", args_after(&switches)).unwrap();
+            writeln!(out, "}}").unwrap();
+        }
+    }
+    if let Some(RequestSteady::Complete {
+        request,
+        status,
+        done,
+    }) = &request_steady
+    {
+        // Some request kept: the one in front counts after the call; any other takes the
+        // counting copy (not watched: it tests for kept requests itself). One for each
+        // exported name (`via_pmpi` a constant).
+        for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
+            writeln!(out, "#[inline(never)]").unwrap();
+            hot(out);
+            writeln!(
+                out,
+                "unsafe extern \"C\" fn fronted_{export}({decls}) -> {ret} {{"
+            )
+            .unwrap();
+            writeln!(
+                out,
+                "    if !requests::front_steady({request}) {{ return unsteady_{name}({}) }}",
+                then(via_pmpi)
+            )
+            .unwrap();
+            writeln!(out, "    let {status} = requests::front_status({status});").unwrap();
+            writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+            writeln!(out, "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());").unwrap();
+            writeln!(out, "    let rc = next({names});").unwrap();
+            writeln!(
+                out,
+                "    rt::leave_completing(call, id::{name}, rc, {request}, {done})"
+            )
+            .unwrap();
             writeln!(out, "}}").unwrap();
         }
     }
@@ -875,6 +960,62 @@ fn wrapper(
                     }
                 }
                 None => steady_path(out, "steady", &traffic_expr(proto, &plan), None),
+            }
+            writeln!(out, "}}").unwrap();
+        } else if let Some(request_steady) = &request_steady {
+            let unsteady = format!(
+                "return {}({})",
+                unsteady_of(&export),
+                if unsteady_each {
+                    names.clone()
+                } else {
+                    then(via_pmpi)
+                }
+            );
+            let next = format!(
+                "let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());"
+            );
+            match request_steady {
+                RequestSteady::Post { request, comm } => {
+                    writeln!(
+                        out,
+                        "    if !(rt::outermost() && requests::front_free()) {{ {unsteady} }}"
+                    )
+                    .unwrap();
+                    writeln!(
+                        out,
+                        "    requests::stage_front(id::{name}, {}, {comm});",
+                        traffic_expr(proto, &plan)
+                    )
+                    .unwrap();
+                    writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+                    writeln!(out, "    {next}").unwrap();
+                    writeln!(out, "    let rc = next({names});").unwrap();
+                    writeln!(out, "    requests::posted(rc, {request});").unwrap();
+                    writeln!(
+                        out,
+                        "    rt::leave_steady(call, id::{name}, rc, false, false)"
+                    )
+                    .unwrap();
+                }
+                RequestSteady::Complete { .. } => {
+                    // Nothing kept: a steady call without traffic, which keeps only its start
+                    // time across the call. Else the fronted copy (a tail call).
+                    writeln!(out, "    if !rt::outermost() {{ {unsteady} }}").unwrap();
+                    writeln!(
+                        out,
+                        "    if !requests::none_kept() {{ return fronted_{export}({names}) }}"
+                    )
+                    .unwrap();
+                    writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+                    writeln!(out, "    {next}").unwrap();
+                    writeln!(out, "    let rc = next({names});").unwrap();
+                    writeln!(
+                        out,
+                        "    rt::leave_steady(call, id::{name}, rc, false, false)"
+                    )
+                    .unwrap();
+                }
             }
             writeln!(out, "}}").unwrap();
         } else {

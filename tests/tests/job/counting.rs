@@ -104,6 +104,36 @@ fn every_completing_routine_counts_the_receives_it_completes(mpi) {
 }
 
 for_each_mpi! {
+/// Nonblocking receives on the steady paths (each the only one kept: `MPI_Irecv` keeps it in
+/// front, `MPI_Wait`/`MPI_Test` count it without the table): 12 receives posted for 100 ints
+/// each get 1, 2, 3, 4 ints in turn (30 ints, 120 B; the memo's key is the same, what arrived
+/// differs), from two senders, some with `MPI_ANY_SOURCE`, statuses ignored or given; a test
+/// before the message is sent completes nothing, a wait on `MPI_REQUEST_NULL` while one is kept
+/// counts nothing of it.
+fn receives_kept_in_front_count_what_arrived(mpi) {
+    let _serial = serial();
+    let record = counted("front", 3, mpi);
+    // Rank 0 sends rounds 0-3 and 8-11 (1+2+3+4 ints twice), rank 2 rounds 4-7.
+    let expected = [
+        Expected::per_rank("MPI_Send", r([8, 0, 4]), r([80, 0, 40])),
+        Expected::per_rank("MPI_Irecv", r([0, 12, 0]), r([0, 120, 0])),
+        // 6 waits on receives, 4 on MPI_REQUEST_NULL (rounds 1, 4, 7, 10).
+        Expected::per_rank("MPI_Wait", r([0, 10, 0]), r([0, 0, 0])),
+        Expected::uniform("MPI_Barrier", 3, 12, 0),
+    ];
+    assert_routines(&record, &expected);
+    assert_eq!(routine(&record, "MPI_Irecv").count.sum, 12 * 100);
+    assert_eq!(routine(&record, "MPI_Send").count.sum, 30);
+    // The odd rounds' tests: one before the message, then as many as it took.
+    assert!(routine(&record, "MPI_Test").calls.sum >= 12);
+    assert_eq!(routine(&record, "MPI_Test").bytes.sum, 0);
+    let mut allowed = allowed();
+    allowed.extend(["MPI_Test", "MPI_Get_count"]);
+    assert_no_other_routines(&record, &expected, &allowed);
+}
+}
+
+for_each_mpi! {
 /// `MPI_Alltoallw` on 2 ranks, each sending 1 int to rank 0 and 2 doubles to rank 1: 20 B a
 /// rank, 40 B (0 B before).
 fn alltoallw_counts_each_block_with_its_type(mpi) {

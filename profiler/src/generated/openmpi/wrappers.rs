@@ -569,8 +569,24 @@ unsafe extern "C" fn general_MPI_Irecv(buf: *mut c_void, count: c_int, datatype:
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+unsafe extern "C" fn unsteady_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(false, false, buf, count, datatype, source, tag, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
+    if !(rt::outermost() && requests::front_free()) { return unsteady_MPI_Irecv(buf, count, datatype, source, tag, comm, request) }
+    requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
+    let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.claimed());
+    let rc = next(buf, count, datatype, source, tag, comm, request);
+    requests::posted(rc, request);
+    rt::leave_steady(call, id::MPI_Irecv, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -581,7 +597,13 @@ pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
+    if !(rt::outermost() && requests::front_free()) { return unsteady_PMPI_Irecv(buf, count, datatype, source, tag, comm, request) }
+    requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
+    let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.claimed());
+    let rc = next(buf, count, datatype, source, tag, comm, request);
+    requests::posted(rc, request);
+    rt::leave_steady(call, id::MPI_Irecv, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1659,8 +1681,38 @@ unsafe extern "C" fn watched_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Test(via_pmpi, false, false, request, flag, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn fronted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if !requests::front_steady(request) { return unsteady_MPI_Test(request, flag, status, false) }
+    let status = requests::front_status(status);
+    let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
+    let rc = next(request, flag, status);
+    rt::leave_completing(call, id::MPI_Test, rc, request, requests::Done::One { flag, index: std::ptr::null(), status })
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn fronted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
+    if !requests::front_steady(request) { return unsteady_MPI_Test(request, flag, status, true) }
+    let status = requests::front_status(status);
+    let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
+    let rc = next(request, flag, status);
+    rt::leave_completing(call, id::MPI_Test, rc, request, requests::Done::One { flag, index: std::ptr::null(), status })
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(false, false, false, request, flag, status)
+    if !rt::outermost() { return unsteady_MPI_Test(request, flag, status, false) }
+    if !requests::none_kept() { return fronted_MPI_Test(request, flag, status) }
+    let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
+    let rc = next(request, flag, status);
+    rt::leave_steady(call, id::MPI_Test, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1671,7 +1723,12 @@ pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, s
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Test(true, false, false, request, flag, status)
+    if !rt::outermost() { return unsteady_MPI_Test(request, flag, status, true) }
+    if !requests::none_kept() { return fronted_PMPI_Test(request, flag, status) }
+    let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
+    let rc = next(request, flag, status);
+    rt::leave_steady(call, id::MPI_Test, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1886,8 +1943,38 @@ unsafe extern "C" fn watched_MPI_Wait(request: *mut MPI_Request, status: *mut MP
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn unsteady_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status, via_pmpi: bool) -> c_int {
+    wrap_MPI_Wait(via_pmpi, false, false, request, status)
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn fronted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    if !requests::front_steady(request) { return unsteady_MPI_Wait(request, status, false) }
+    let status = requests::front_status(status);
+    let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
+    let rc = next(request, status);
+    rt::leave_completing(call, id::MPI_Wait, rc, request, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+unsafe extern "C" fn fronted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
+    if !requests::front_steady(request) { return unsteady_MPI_Wait(request, status, true) }
+    let status = requests::front_status(status);
+    let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
+    let rc = next(request, status);
+    rt::leave_completing(call, id::MPI_Wait, rc, request, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
+}
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(false, false, false, request, status)
+    if !rt::outermost() { return unsteady_MPI_Wait(request, status, false) }
+    if !requests::none_kept() { return fronted_MPI_Wait(request, status) }
+    let call = rt::enter_steady(false);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
+    let rc = next(request, status);
+    rt::leave_steady(call, id::MPI_Wait, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1898,7 +1985,12 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_St
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    wrap_MPI_Wait(true, false, false, request, status)
+    if !rt::outermost() { return unsteady_MPI_Wait(request, status, true) }
+    if !requests::none_kept() { return fronted_PMPI_Wait(request, status) }
+    let call = rt::enter_steady(true);
+    let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
+    let rc = next(request, status);
+    rt::leave_steady(call, id::MPI_Wait, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
