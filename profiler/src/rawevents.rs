@@ -317,7 +317,7 @@ const WORD: usize = std::mem::size_of::<u64>();
 
 /// The bytes of `words` (in this machine's order: the spill file is read back by the process
 /// that wrote it).
-fn as_bytes(words: &[u64]) -> &[u8] {
+pub(crate) fn as_bytes(words: &[u64]) -> &[u8] {
     // SAFETY: u64 has no padding and every byte of it is initialised; u8 has no alignment.
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
 }

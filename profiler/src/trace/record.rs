@@ -48,9 +48,11 @@ impl Recorder {
         }
         if let Spill::NotYet = self.spill {
             let began = ticks();
-            self.spill = match spill::open(&spill::root_of(&self.config.directory)) {
-                Ok(Some(file)) => Spill::File(file),
-                Ok(None) => {
+            let root = spill::root_of(&self.config.directory);
+            let files = spill::open(&root).and_then(|events| Ok((events, spill::open(&root)?)));
+            self.spill = match files {
+                Ok((Some(events), Some(cuts))) => Spill::Files { events, cuts },
+                Ok(_) => {
                     let room = event_buffer(self.capacity);
                     self.capacity = self.capacity.min(room.capacity());
                     self.events.move_into(room);
@@ -61,9 +63,9 @@ impl Recorder {
             self.overhead_ticks += ticks().saturating_sub(began);
         }
         let room = match &self.spill {
-            Spill::File(file) => {
+            Spill::Files { events, .. } => {
                 let began = ticks();
-                let spilled = self.events.spill(file).is_ok();
+                let spilled = self.events.spill(events).is_ok();
                 self.overhead_ticks += ticks().saturating_sub(began);
                 spilled
             }
@@ -186,13 +188,12 @@ impl Recorder {
         let recorded = (self.supersteps + 1).saturating_sub(self.config.skip_supersteps);
         let window = self.config.record_supersteps;
         if self.state != State::Recording
-            || self.cuts.len() == self.cuts.capacity()
             || (window > 0 && recorded >= window)
+            || !self.cuts.push_within(self.events.position())
         {
             return false;
         }
         self.supersteps += 1;
-        self.cuts.push(self.events.position());
         true
     }
 
@@ -201,7 +202,11 @@ impl Recorder {
         self.supersteps += 1;
         match self.state {
             State::Recording => {
-                self.cuts.push(self.events.position());
+                let file = match &self.spill {
+                    Spill::Files { cuts, .. } => Some(cuts),
+                    _ => None,
+                };
+                self.cuts.push(self.events.position(), file);
                 let recorded = self.supersteps - self.config.skip_supersteps;
                 if self.config.record_supersteps > 0 && recorded >= self.config.record_supersteps {
                     self.set_state(State::Stopped);

@@ -3,7 +3,7 @@
 //! completed at its end ([`start`]), and its event buffer.
 
 use super::clocks::{measure_offset, test_skew, Nodes, Skew};
-use super::spill::{Spill, CHUNK_WORDS};
+use super::spill::{Cuts, Spill, CHUNK_WORDS};
 use super::state::{Facts, FastSite, Recorder, State, RECORDER, REQUEST_NULL};
 use crate::callsite::{CallSites, Slot};
 use crate::clock::Anchor;
@@ -170,7 +170,7 @@ impl Recorder {
             snapshot: Vec::new(),
             cartesian: None,
             supersteps: 0,
-            cuts: Vec::new(),
+            cuts: Cuts::new(),
             stop_note: None,
             stopped_by_budget: false,
             stopped_by_spill: false,

@@ -3,7 +3,7 @@
 
 use super::clocks::{Nodes, Skew};
 use super::sites::class_of;
-use super::spill::Spill;
+use super::spill::{Cuts, Spill};
 use crate::callsite::{CallSites, Slot};
 use crate::clock::Anchor;
 use crate::family::Handle;
@@ -140,7 +140,7 @@ pub(super) struct Recorder {
     pub(super) cartesian: Option<(Vec<u32>, Vec<u32>)>,
     pub(super) supersteps: u64,
     /// `events.position()` after each superstep recorded.
-    pub(super) cuts: Vec<usize>,
+    pub(super) cuts: Cuts,
     pub(super) stop_note: Option<String>,
     pub(super) stopped_by_budget: bool,
     /// Recording stopped because the chunk could not be spilled ([`Spill::Failed`]).

@@ -67,7 +67,14 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
             let cut = u64::MAX - max_not_recorded;
             let keep = match cut {
                 0 => 0,
-                k => recorder.cuts[k as usize - 1],
+                k => {
+                    let file = match &recorder.spill {
+                        Spill::Files { cuts, .. } => Some(cuts),
+                        _ => None,
+                    };
+                    // A cut that cannot be read back keeps nothing.
+                    recorder.cuts.get(k as usize - 1, file).unwrap_or(0)
+                }
             };
             recorder.events.truncate(keep);
             let why = if by_spill == 1 {
@@ -109,7 +116,7 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     };
     let (time, recording_overhead_ns) = recorder.ticks_to_ns();
     let spill = match &recorder.spill {
-        Spill::File(file) => Some(file),
+        Spill::Files { events, .. } => Some(events),
         _ => None,
     };
     let replay = |sink: &mut dyn FnMut(Event)| recorder.events.replay(spill, &time, sink);
