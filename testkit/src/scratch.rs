@@ -1,19 +1,31 @@
 //! A test's scratch directory, removed when the test passes.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// An empty directory `<tmp>/mpistat-<label>-<pid>` for a test's files. It is removed when
-/// dropped, unless the thread is panicking: a failed test leaves what it saw for its reader.
-/// (Tests that kept theirs filled a developer's `/tmp` with gigabytes of databases a day.)
+/// An empty directory `<tmp>/mpistat-<label>-<pid>-<n>` for a test's files, its own even when
+/// tests running at once pass the same label. It is removed when dropped, unless the thread is
+/// panicking: a failed test leaves what it saw for its reader. (Tests that kept theirs filled a
+/// developer's `/tmp` with gigabytes of databases a day.)
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// The directory for `label`, emptied if an earlier run of this process id left it.
+    /// A new directory for `label`, emptied if an earlier process with this id left it.
     pub fn new(label: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("mpistat-{label}-{}", std::process::id()));
+        static MADE: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "mpistat-{label}-{}-{}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        ));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
         Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
     }
 }
 
@@ -50,6 +62,14 @@ mod tests {
         let path = scratch.to_path_buf();
         drop(scratch);
         assert!(!path.exists(), "{} is left", path.display());
+    }
+
+    #[test]
+    fn scratch_directories_made_at_once_with_one_label_are_apart() {
+        let first = Scratch::new("scratch-self-test-twice");
+        let second = Scratch::new("scratch-self-test-twice");
+        assert_ne!(first.path(), second.path());
+        assert!(first.is_dir() && second.is_dir());
     }
 
     #[test]

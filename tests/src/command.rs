@@ -5,7 +5,8 @@ use crate::job::Job;
 use crate::programs::{program_for, Mpi};
 use crate::syslogd::Syslogd;
 use crate::users::User;
-use crate::workspace::{library, mpistat_binary, TempDir};
+use crate::workspace::{library, mpistat_binary};
+use mpistat_testkit::scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -52,7 +53,7 @@ pub fn mpistat_analyze<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
 
 /// A real traced job (`delays.c` on `ranks` ranks: a delayed send chain, then barriers after
 /// uneven work; `MPISTAT_TRACE=1`, its trace in `home`): what its record says of the trace.
-pub fn traced_delays_job(mpi: Mpi, ranks: u32, home: &TempDir) -> mpistat_record::model::TraceInfo {
+pub fn traced_delays_job(mpi: Mpi, ranks: u32, home: &Scratch) -> mpistat_record::model::TraceInfo {
     let syslogd = Syslogd::start();
     let outcome = Job::new(program_for("delays.c", mpi), ranks)
         .mpi(mpi)

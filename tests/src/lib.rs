@@ -41,6 +41,7 @@ pub mod workspace;
 pub use command::*;
 pub use expect::*;
 pub use job::*;
+pub use mpistat_testkit::scratch::Scratch;
 pub use programs::*;
 pub use smtp::*;
 pub use syslogd::*;

@@ -18,7 +18,7 @@
 //! its messages from the host (`/dev/null` would make imklog spin on end-of-file).
 
 use crate::job::{run_with_timeout, Outcome};
-use crate::workspace::TempDir;
+use mpistat_testkit::scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -77,7 +77,7 @@ pub struct Machine {
     init: u32,
     /// The root's path inside the mount namespace.
     root: PathBuf,
-    _dir: TempDir,
+    _dir: Scratch,
 }
 
 impl Machine {
@@ -89,7 +89,7 @@ impl Machine {
 
     /// Start one on `network`.
     pub fn start_on(hostname: Option<&str>, network: Network) -> Machine {
-        let dir = TempDir::new("machine");
+        let dir = Scratch::new("machine");
         let private = matches!(network, Network::Private);
         let mut unshare = match network {
             Network::Host => Command::new("unshare"),

@@ -7,7 +7,8 @@
 //! process, root, connects so as roles of its choice, with the password in the URL as a site
 //! would write it.
 
-use crate::{users::User, workspace::TempDir};
+use crate::users::User;
+use mpistat_testkit::scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -25,7 +26,7 @@ pub const PASSWORD: &str = "pg-s3cret-word";
 /// superuser role has that user's name).
 pub struct PostgresServer {
     owner: User,
-    dir: TempDir,
+    dir: Scratch,
 }
 
 impl PostgresServer {
@@ -34,7 +35,7 @@ impl PostgresServer {
         if !Path::new(BIN).join("initdb").exists() {
             return None;
         }
-        let dir = TempDir::new("postgres");
+        let dir = Scratch::new("postgres");
         std::fs::set_permissions(
             dir.path(),
             std::os::unix::fs::PermissionsExt::from_mode(0o755),

@@ -9,8 +9,9 @@
 use crate::certs::TestCa;
 use crate::rsyslog::{shipped_rsyslog_config, RsyslogDaemon};
 use crate::syslogd::{write_site_config, RECORD_WAIT};
-use crate::workspace::{free_port, read_lines, workspace_root, TempDir};
+use crate::workspace::{free_port, read_lines, workspace_root};
 use mpistat_record::JobRecord;
+use mpistat_testkit::scratch::Scratch;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -63,7 +64,7 @@ fn certificates(dir: &Path) {
 
 /// The relay chain: a compute node's rsyslogd forwarding to a log host's.
 pub struct Chain {
-    pub dir: TempDir,
+    pub dir: Scratch,
     pub compute: RsyslogDaemon,
     pub log_host: RsyslogDaemon,
     /// The compute node's extra plain TCP input.
@@ -75,7 +76,7 @@ pub struct Chain {
 
 impl Chain {
     pub fn start() -> Chain {
-        let dir = TempDir::new("relay");
+        let dir = Scratch::new("relay");
         let d = dir.path();
         let certs = d.join("certs");
         std::fs::create_dir_all(&certs).unwrap();

@@ -166,14 +166,14 @@ pub fn shipped_rsyslog_config(name: &str, changes: &[(&str, &str)]) -> String {
 /// path of its own socket and of the records file), as `mpistat ingest`
 /// reads it on a site without a log host: `<time> <host> uid=<n> pid=<n> <tag><msg>`.
 pub struct SingleHost {
-    pub dir: crate::workspace::TempDir,
+    pub dir: mpistat_testkit::scratch::Scratch,
     pub daemon: RsyslogDaemon,
 }
 
 impl SingleHost {
     /// Start one in a fresh temporary directory (`label`) whose socket every user may use.
     pub fn start(label: &str) -> SingleHost {
-        let dir = crate::workspace::TempDir::new(label);
+        let dir = mpistat_testkit::scratch::Scratch::new(label);
         let d = dir.path();
         let socket = d.join("log.sock");
         // The test's main configuration loads imuxsock without the system socket, as Debian's

@@ -15,7 +15,8 @@
 //! that into a failure.
 
 use crate::job::{run_with_timeout, Outcome};
-use crate::workspace::{free_port, library, workspace_root, TempDir};
+use crate::workspace::{free_port, library, workspace_root};
+use mpistat_testkit::scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,7 +35,7 @@ const DAEMONS: [&str; 3] = [
 
 /// A running private cluster; see the module documentation.
 pub struct Slurm {
-    dir: TempDir,
+    dir: Scratch,
     node: String,
     daemons: Vec<(&'static str, Child)>,
 }
@@ -68,7 +69,7 @@ impl Slurm {
             eprintln!("\n**********\nSKIPPED: this Slurm test cannot run: {why}\n**********\n");
             return None;
         }
-        let dir = TempDir::new("slurm");
+        let dir = Scratch::new("slurm");
         let mut slurm = Slurm {
             node: short_host_name(),
             dir,

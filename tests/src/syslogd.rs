@@ -1,9 +1,10 @@
 //! A private `rsyslogd` that records the profiler's lines ([`Syslogd`]), the site config that
 //! points a job at it, and lines sent as other programs send them (`logger`).
 
-use crate::workspace::{read_lines, TempDir};
+use crate::workspace::read_lines;
 use mpistat_record::model::JobRecord;
 use mpistat_record::{AnalysisRecord, Decoded};
+use mpistat_testkit::scratch::Scratch;
 use std::collections::HashMap;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
@@ -25,7 +26,7 @@ pub const ANALYSIS_WAIT: Duration = Duration::from_secs(300);
 /// gid as attested by the kernel (imuxsock trusted properties), see [`Syslogd::trusted_lines`].
 /// The daemon is stopped when this value is dropped.
 pub struct Syslogd {
-    dir: TempDir,
+    dir: Scratch,
     child: Child,
     facility: String,
 }
@@ -38,7 +39,7 @@ impl Syslogd {
 
     /// Start one that records facility `facility` (e.g. `local2`).
     pub fn with_facility(facility: &str) -> Syslogd {
-        let dir = TempDir::new("syslogd");
+        let dir = Scratch::new("syslogd");
         let d = dir.path();
         let conf = d.join("rsyslog.conf");
         let text = format!(

@@ -2,7 +2,7 @@
 //! user analyses it and the digest runs as its service user ([`AnalysisUsers`]).
 
 use crate::syslogd::Syslogd;
-use crate::workspace::TempDir;
+use mpistat_testkit::scratch::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -15,7 +15,7 @@ pub struct AnalysisUsers {
     pub mallory: User,
     pub digest: User,
     pub syslogd: Syslogd,
-    pub dir: TempDir,
+    pub dir: Scratch,
     pub lib: PathBuf,
 }
 
@@ -31,7 +31,7 @@ impl AnalysisUsers {
         use std::os::unix::fs::PermissionsExt;
         let socket_dir = syslogd.socket().parent().unwrap().to_path_buf();
         std::fs::set_permissions(&socket_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let dir = TempDir::new(name);
+        let dir = Scratch::new(name);
         let lib = dir.path().join("lib");
         std::fs::create_dir_all(&lib).unwrap();
         digest.own(&lib);

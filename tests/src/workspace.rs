@@ -1,9 +1,8 @@
 //! Where things are and small shared means: the workspace and its built libraries and binaries,
-//! temporary directories, the lock that runs MPI jobs one at a time, free ports, file lines.
+//! the lock that runs MPI jobs one at a time, free ports, file lines.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// This machine's host name, as its rsyslogd names it in the lines it writes (a record's host
@@ -67,38 +66,6 @@ pub fn mpistat_binary() -> PathBuf {
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A directory under the system temp dir, removed on drop.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    /// Create a fresh directory whose name starts with `mpistat-e2e-<label>`.
-    pub fn new(label: &str) -> TempDir {
-        static SEQ: AtomicU32 = AtomicU32::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let path = std::env::temp_dir().join(format!(
-            "mpistat-e2e-{label}-{}-{}-{nanos}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
-        TempDir(path)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// The lines of the file at `path` (none if it cannot be read).

@@ -79,7 +79,7 @@ for_each_mpi! {
 fn a_config_that_is_a_fifo_or_a_device_is_not_read(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("hev-config");
+    let dir = Scratch::new("hev-config");
     let job = Job::new(program_for("hostile.c", mpi), 2).mpi(mpi).timeout(HANG);
     let normal = job.profiled(&syslogd.site_config());
     normal.assert_success();
@@ -120,7 +120,7 @@ for_each_mpi! {
 fn sizes_of_a_petabyte_in_a_users_config_are_clamped(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("hev-clamp");
+    let dir = Scratch::new("hev-clamp");
     let job = Job::new(program_for("hostile.c", mpi), 2).mpi(mpi).timeout(HANG);
     let supersteps = syslogd.site_config_with(
         "supersteps.toml",
@@ -162,7 +162,7 @@ for_each_mpi! {
 fn detail_naming_a_fifo_does_not_hold_the_job(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("hev-detail");
+    let dir = Scratch::new("hev-detail");
     let fifo = dir.path().join("detail.fifo");
     mkfifo(&fifo);
     let outcome = Job::new(program_for("hostile.c", mpi), 2)
@@ -221,7 +221,7 @@ fn the_escalation_list_is_read_bounded_and_from_a_regular_file(mpi) {
         return;
     };
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("hev-list");
+    let dir = Scratch::new("hev-list");
     let program = program_for("hostile.c", mpi);
     let job = Job::new(&program, 2).mpi(mpi).timeout(HANG);
     let entry = entry_for(&program);
@@ -479,7 +479,7 @@ fn analyze_checks_a_traces_header_and_follows_no_symlink_its_owner_planted() {
     assert!(normal.status.success(), "{}", normal.stderr);
 
     // 5 bytes edited: the world size of rank 0's definitions is 0xFFFFFFF0.
-    let work = TempDir::new("hev-analyze");
+    let work = Scratch::new("hev-analyze");
     let edited = work.path().join("world");
     copy_trace(&trace, &edited);
     let local = edited.join("local-000000.mpt");

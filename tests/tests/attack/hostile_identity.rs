@@ -400,7 +400,7 @@ fn through_the_relay_a_record_names_the_node_its_line_came_from() {
     send_record(&mallory, &chain.socket(), &other);
     chain.wait_for("of node017", |r| r.job_id == other.job_id);
     chain.wait_for("of his own node", |r| r.job_id == own.job_id);
-    let dir = TempDir::new("idn-relay-ingest");
+    let dir = Scratch::new("idn-relay-ingest");
     let site = dir.path().join("site.toml");
     std::fs::write(
         &site,
@@ -487,7 +487,7 @@ fn slurm_facts_a_job_sets_itself_are_shown_as_claimed() {
 
 #[test]
 fn the_task_prolog_does_not_keep_a_slurm_job_line_the_user_set() {
-    let dir = TempDir::new("idn-prolog");
+    let dir = Scratch::new("idn-prolog");
     // The shipped TaskProlog, its `lib=` line pointing at the library under test.
     let path = dir.path().join("taskprolog.sh");
     std::fs::write(&path, mpistat_e2e::slurm::task_prolog()).unwrap();

@@ -309,7 +309,7 @@ fn mpi_abort_on_another_node_leaves_two_records_which_ingest_stores_as_one_job()
     assert_eq!(routine(aborting, "MPI_Send").calls.sum, 3);
     assert_eq!(stopped.routine("MPI_Send").map_or(0, |r| r.calls.sum), 0);
 
-    let dir = TempDir::new("nodes-abort-ingest");
+    let dir = Scratch::new("nodes-abort-ingest");
     let log = dir.path().join("records.log");
     write_trusted_log(&syslogd, &log);
     let db = dir.path().join("mpistat.db");
@@ -364,7 +364,7 @@ for_each_mpi! {
 fn imbalance_across_nodes(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let gaps = TempDir::new("nodes-imbalance-gaps");
+    let gaps = Scratch::new("nodes-imbalance-gaps");
     let nodes = [("nodea", 2), ("nodeb", 2)];
     let outcome = Job::on_nodes(program_for("imbalance.c", mpi), &nodes)
         .mpi(mpi)

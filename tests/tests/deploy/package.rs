@@ -95,7 +95,7 @@ fn stop(machine: &Machine, service: std::process::Child) -> String {
 /// read handle from a copy: SQLite resolves the symbolic link `/proc/<pid>/root` in the host's
 /// mount namespace, where the machine's files are not.
 fn database_of(db: &Path) -> Stored {
-    let copy = TempDir::new("package-db");
+    let copy = Scratch::new("package-db");
     let file = copy.path().join("mpistat.db");
     if std::fs::copy(db, &file).is_err() {
         return Stored::default(); // not made yet
@@ -421,7 +421,7 @@ fn a_node_relays_attested_records_to_the_log_host() {
     let Some((_serial, started, debs)) = set_up() else {
         return;
     };
-    let certs = TempDir::new("package-certs");
+    let certs = Scratch::new("package-certs");
     let ca = TestCa::new(certs.path(), "ca", "mpistat site CA");
     ca.issue("loghost", &["loghost.cluster"]);
     ca.issue("node", &["node1.cluster"]);

@@ -173,7 +173,7 @@ fn records_are_relayed_attested_forgeries_rejected_and_nothing_lost_in_a_restart
     assert!(errors.matches("handshake").count() >= 2, "{errors}");
 
     // Ingest on the log host, trusting the relay.
-    let dir = TempDir::new("relay-ingest");
+    let dir = Scratch::new("relay-ingest");
     let log = chain.log();
     let trusting = dir.path().join("trusting.toml");
     std::fs::write(

@@ -192,7 +192,7 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
     job_ids.sort();
     assert_eq!(job_ids, job_steps);
 
-    let log = TempDir::new("slurm-show");
+    let log = Scratch::new("slurm-show");
     let file = log.path().join("records.log");
     std::fs::write(&file, syslogd.lines().join("\n") + "\n").unwrap();
     let show = std::process::Command::new(library().with_file_name("mpistat"))
@@ -221,7 +221,7 @@ fn batch_job_steps_get_exact_records_with_their_slurm_facts(mpi) {
 
     // The user's weekly mail names the jobs as sacct does, with the job name; the job page shows
     // the facts.
-    let dir = TempDir::new("slurm-digest");
+    let dir = Scratch::new("slurm-digest");
     let log = dir.path().join("records.log");
     write_trusted_log(&syslogd, &log);
     let config = dir.path().join("site.toml");

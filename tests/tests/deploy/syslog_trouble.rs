@@ -9,7 +9,7 @@ use std::time::Duration;
 for_each_mpi! {
 fn missing_syslog_socket_neither_breaks_nor_delays_the_job(mpi) {
     let _serial = serial();
-    let dir = TempDir::new("nosocket");
+    let dir = Scratch::new("nosocket");
     let config = write_site_config(dir.path(), &dir.path().join("no-such.sock"), "local5");
     let job = Job::new(program_for("basic.c", mpi), 4).mpi(mpi);
     let bare = job.bare();
@@ -24,7 +24,7 @@ fn missing_syslog_socket_neither_breaks_nor_delays_the_job(mpi) {
 for_each_mpi! {
 fn a_dead_syslogds_socket_fails_the_send_at_once_and_detail_mode_says_so(mpi) {
     let _serial = serial();
-    let dir = TempDir::new("deadsocket");
+    let dir = Scratch::new("deadsocket");
     // The socket file of a daemon that is gone: connecting is refused.
     let socket = dir.path().join("dead.sock");
     drop(std::os::unix::net::UnixDatagram::bind(&socket).unwrap());

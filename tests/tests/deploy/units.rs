@@ -65,7 +65,7 @@ fn the_shipped_services_ingest_mail_list_and_serve_a_users_job() {
         eprintln!("SKIPPED: needs root to make users");
         return;
     };
-    let dir = TempDir::new("units");
+    let dir = Scratch::new("units");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 

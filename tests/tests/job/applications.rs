@@ -53,7 +53,7 @@ fn two_python_scripts_are_two_applications(mpi) {
     );
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("applications");
+    let dir = Scratch::new("applications");
     let list = dir.path().join("escalation.list");
     let site = syslogd.site_config();
     let mut text = std::fs::read_to_string(&site).unwrap();

@@ -62,7 +62,7 @@ for_each_mpi! {
 fn a_150_routine_record_arrives_whole_50_times_out_of_50_from_a_busy_syslogd(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("big-records");
+    let dir = Scratch::new("big-records");
     // A stall budget well above the 20-50 ms pauses: this test is about waiting while the daemon
     // makes progress, not about how fast this shared machine schedules it.
     let config = config_with_stall(&syslogd, dir.path(), 1000);
@@ -184,7 +184,7 @@ for_each_mpi! {
 fn a_stopped_syslogd_does_not_hold_up_a_150_routine_job(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("big-records-stopped");
+    let dir = Scratch::new("big-records-stopped");
     let config = syslogd.site_config(); // the default stall budget
     let detail = dir.path().join("detail");
     let job = Job::new(program_for("many_routines.c", mpi), 2)

@@ -11,7 +11,7 @@ for_each_mpi! {
 fn detail_path_gets_a_report_naming_each_routine_with_its_calls(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("detail");
+    let dir = Scratch::new("detail");
     let path = dir.path().join("report.txt");
     let outcome = Job::new(program_for("basic.c", mpi), 4)
         .mpi(mpi)
@@ -37,7 +37,7 @@ for_each_mpi! {
 fn without_detail_nothing_is_printed_or_written(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("nodetail");
+    let dir = Scratch::new("nodetail");
     let job = Job::new(program_for("basic.c", mpi), 4)
         .mpi(mpi)
         .cwd(dir.path());
@@ -87,7 +87,7 @@ for_each_mpi! {
 fn pcontrol_subtotals_go_to_the_detail_path(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("pcontrol");
+    let dir = Scratch::new("pcontrol");
     let path = dir.path().join("report.txt");
     let job = Job::new(program_for("pcontrol.c", mpi), 2).mpi(mpi);
     let bare = job.bare();

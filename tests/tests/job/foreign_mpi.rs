@@ -157,7 +157,7 @@ fn the_open_mpi_build_leaves_mpich_jobs_alone() {
 
 /// Build the stub "MPI" (with `defines`) and its program with the system's C compiler; returns
 /// the program.
-fn stub_program(dir: &TempDir, defines: &[&str]) -> PathBuf {
+fn stub_program(dir: &Scratch, defines: &[&str]) -> PathBuf {
     let lib_dir = dir.path();
     let cc = |args: &[&std::ffi::OsStr]| {
         let out = Command::new("cc").args(args).output().expect("run cc");
@@ -192,7 +192,7 @@ fn stub_program(dir: &TempDir, defines: &[&str]) -> PathBuf {
 /// bare run's stdout.
 fn stub_left_alone(defines: &[&str]) -> String {
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("stub-mpi");
+    let dir = Scratch::new("stub-mpi");
     let exe = stub_program(&dir, defines);
     let run = |preload: bool| {
         let mut cmd = Command::new(&exe);
@@ -342,7 +342,7 @@ for_each_mpi! {
     fn ranks_whose_site_configuration_disables_profiling_do_not_count_as_having_the_library(mpi) {
         let _serial = serial();
         let syslogd = Syslogd::start();
-        let off = TempDir::new("profiling-off");
+        let off = Scratch::new("profiling-off");
         let off_config = off.path().join("site.toml");
         let text = std::fs::read_to_string(syslogd.site_config()).expect("read site.toml");
         std::fs::write(&off_config, format!("{text}[profiler]\nenabled = false\n")).expect("write");

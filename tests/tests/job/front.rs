@@ -9,8 +9,8 @@ use std::process::Command;
 
 /// A directory holding a copy of the front, and `implementation` as `libmpistat_openmpi.so` if
 /// given (built from C source with `cc`).
-fn front_in_dir(label: &str, implementation: Option<&str>) -> (TempDir, PathBuf) {
-    let dir = TempDir::new(label);
+fn front_in_dir(label: &str, implementation: Option<&str>) -> (Scratch, PathBuf) {
+    let dir = Scratch::new(label);
     let front = dir.path().join("libmpistat.so");
     std::fs::copy(library(), &front).expect("copy the front");
     if let Some(source) = implementation {

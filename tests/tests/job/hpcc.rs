@@ -14,7 +14,7 @@ fn hpcc_record_lists_the_routines_it_uses() {
         .find(|p| std::path::Path::new(p).exists())
         .expect("hpcc is not installed (apt-get install hpcc)");
     let syslogd = Syslogd::start();
-    let work = TempDir::new("hpcc");
+    let work = Scratch::new("hpcc");
     std::fs::copy(
         programs_dir().join("hpccinf.txt"),
         work.path().join("hpccinf.txt"),

@@ -44,7 +44,7 @@ fn run_configured(
     env: &[(&str, &str)],
 ) -> (JobRecord, MeasuredImbalance) {
     let syslogd = Syslogd::start();
-    let gaps = TempDir::new("imbalance-gaps");
+    let gaps = Scratch::new("imbalance-gaps");
     let job = env.iter().fold(
         Job::new(program_for("imbalance.c", mpi), RANKS).mpi(mpi),
         |job, (name, value)| job.env(name, *value),
@@ -256,7 +256,7 @@ for_each_mpi! {
 fn mpmd_partitions_and_inter_partition_imbalance(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let gaps = TempDir::new("imbalance-gaps");
+    let gaps = Scratch::new("imbalance-gaps");
     let (iters, work) = (ITERS.to_string(), WORK_MS.to_string());
     let outcome = Job::new(program_for("imbalance.c", mpi), 2)
         .mpi(mpi)

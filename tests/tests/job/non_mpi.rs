@@ -121,7 +121,7 @@ fn the_front_loads_no_implementation_into_a_process_that_makes_no_mpi_call() {
     }
     // A program linked with libmpi that never calls MPI: Open MPI's library is loaded before
     // any initialiser runs, so a front that chose its implementation when loaded would take it.
-    let dir = TempDir::new("no-mpi-call");
+    let dir = Scratch::new("no-mpi-call");
     let source = dir.path().join("no_mpi_call.c");
     std::fs::write(
         &source,

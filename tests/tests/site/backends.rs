@@ -264,7 +264,7 @@ fn without_send_time_and_ids(mail: &[u8]) -> Vec<u8> {
 
 #[test]
 fn every_report_mail_and_page_is_the_same_on_sqlite_and_postgresql() {
-    let dir = TempDir::new("backends");
+    let dir = Scratch::new("backends");
     let sites: Vec<Site> = match Backend::ALL
         .iter()
         .map(|&b| Site::new(b, dir.path()))

@@ -134,7 +134,7 @@ fn three_ingests_at_once_one_killed_mid_batch_lose_nothing_and_count_nothing_twi
         eprintln!("SKIPPED: needs root to make users");
         return;
     };
-    let dir = TempDir::new("concurrent-ingest");
+    let dir = Scratch::new("concurrent-ingest");
     let (logs, jobs, forged) = write_logs(dir.path());
     let hosts = ["loghost-a", "loghost-b", "loghost-c"];
     let site = config(dir.path(), "site", &server.site_url(WRITER));

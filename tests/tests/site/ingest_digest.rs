@@ -92,7 +92,7 @@ fn jobs_are_ingested_a_forgery_is_rejected_and_one_mail_arrives_over_smtp(backen
     std::thread::sleep(Duration::from_millis(300));
 
     // What rsyslog wrote with the attested uids is the input of ingest.
-    let dir = TempDir::new("ingest-digest");
+    let dir = Scratch::new("ingest-digest");
     let database = SiteDatabase::new(backend, dir.path(), "id-postgres").unwrap();
     let log = dir.path().join("records.log");
     write_trusted_log(&syslogd, &log);

@@ -11,7 +11,7 @@ use mpistat_testkit::synthetic;
 
 use base64::Engine;
 use mpistat_e2e::webdriver::Browser;
-use mpistat_e2e::TempDir;
+use mpistat_e2e::Scratch;
 use mpistat_figures::week::IsoWeek;
 use mpistat_mail::mails;
 use mpistat_site::SiteConfig;
@@ -73,7 +73,7 @@ fn problems(view: &Value, width: u32) -> Vec<String> {
 
 #[test]
 fn mail_html_fits_a_window_and_a_phone_without_sideways_scrolling() {
-    let dir = TempDir::new("mail-html");
+    let dir = Scratch::new("mail-html");
     let db = week_47_database(dir.path());
     let week = IsoWeek::parse("2026-W47").unwrap();
     let all = mails(&db, &SiteConfig::default(), week, None).unwrap();

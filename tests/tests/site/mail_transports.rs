@@ -35,13 +35,13 @@ const RELAY: &str = "relay.mpistat.test";
 
 /// A database of week 47 in a directory of its own.
 struct Site {
-    dir: TempDir,
+    dir: Scratch,
     db: PathBuf,
 }
 
 impl Site {
     fn new(label: &str) -> Site {
-        let dir = TempDir::new(label);
+        let dir = Scratch::new(label);
         synthetic::week_47_database(dir.path());
         let db = dir.path().join("db.sqlite");
         Site { dir, db }
@@ -122,7 +122,7 @@ fn count_with(mails: &[String], session: &str) -> usize {
 /// clear error and nothing delivered while the CA is unknown, or another CA is named.
 #[test]
 fn starttls_to_a_relay_certified_by_the_sites_ca() {
-    let certs = TempDir::new("mail-ca-certs");
+    let certs = Scratch::new("mail-ca-certs");
     let ca = TestCa::new(certs.path(), "site-ca", "mpistat test site CA");
     let relay = ca.issue("relay", &["localhost", RELAY, "127.0.0.1"]);
     let stranger = TestCa::new(certs.path(), "other-ca", "someone else's CA");
@@ -198,7 +198,7 @@ fn starttls_to_a_relay_certified_by_the_sites_ca() {
 /// with its self-signed certificate) no TLS is started and the mail is delivered.
 #[test]
 fn opportunistic_starttls_verifies_a_relay_and_stays_local_on_loopback() {
-    let certs = TempDir::new("mail-opportunistic-certs");
+    let certs = Scratch::new("mail-opportunistic-certs");
     let ca = TestCa::new(certs.path(), "site-ca", "mpistat test site CA");
     let relay = ca.issue("relay", &["localhost", RELAY, "127.0.0.1"]);
     let bundle = ca.bundle_with_system_cas(&certs.path().join("bundle.pem"));
@@ -235,7 +235,7 @@ fn opportunistic_starttls_verifies_a_relay_and_stays_local_on_loopback() {
 /// until the site sets `smtp_allow_plaintext_login`.
 #[test]
 fn a_password_never_crosses_a_connection_without_tls_unless_allowed() {
-    let dir = TempDir::new("mail-login");
+    let dir = Scratch::new("mail-login");
     let password = dir.path().join("password");
     std::fs::write(&password, "secret\n").unwrap();
     let port = free_port();
@@ -416,8 +416,8 @@ fn site_toml(dir: &Path, mail: &str) -> PathBuf {
 }
 
 /// A directory the service's user can enter.
-fn open_temp_dir(label: &str) -> TempDir {
-    let dir = TempDir::new(label);
+fn open_temp_dir(label: &str) -> Scratch {
+    let dir = Scratch::new(label);
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
 }

@@ -129,7 +129,7 @@ fn prometheus_scrapes_the_site_figures_with_an_admins_token_only() {
     }
     let hour_start = now_ms() / HOUR_MS * HOUR_MS;
 
-    let dir = TempDir::new("metrics");
+    let dir = Scratch::new("metrics");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (_rsyslogd, socket, records_log) =

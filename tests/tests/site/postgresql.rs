@@ -5,7 +5,7 @@
 //! a mail or a report.
 
 use mpistat_e2e::postgresql::{PostgresServer, PASSWORD};
-use mpistat_e2e::{files_under, mpistat, mpistat_binary, TempDir};
+use mpistat_e2e::{files_under, mpistat, mpistat_binary, Scratch};
 use mpistat_store::postgresql::{check_readable, migrate, MIGRATIONS};
 use mpistat_store::test_support::{execute_as_reader, postgres_columns, sqlite_columns};
 use mpistat_store::{Error, Location, PostgresUrl, WriteStore};
@@ -52,7 +52,7 @@ fn the_schema_is_sqlites() {
         migrate(&site.url("mpistat_writer")).unwrap(),
         MIGRATIONS.len()
     );
-    let dir = TempDir::new("pg-schema");
+    let dir = Scratch::new("pg-schema");
     let sqlite = dir.path().join("mpistat.db");
     WriteStore::open(&sqlite).unwrap();
     let postgres = postgres_columns(&site.url("mpistat_writer")).unwrap();
@@ -206,7 +206,7 @@ fn db_copy(from: &str, to: &str) -> std::process::Output {
 #[test]
 fn a_database_moves_to_postgresql_and_back_unchanged() {
     let Some(site) = Site::start() else { return };
-    let dir = TempDir::new("pg-copy");
+    let dir = Scratch::new("pg-copy");
     let log = dir.path().join("records.log");
     let mut text = String::new();
     // 400 jobs, and one whose lines have no attested sender (rejected as forged): the
@@ -272,7 +272,7 @@ fn a_database_moves_to_postgresql_and_back_unchanged() {
 #[test]
 fn ingest_into_postgresql_stores_what_sqlite_stores() {
     let Some(site) = Site::start() else { return };
-    let dir = TempDir::new("pg-ingest");
+    let dir = Scratch::new("pg-ingest");
     let log = dir.path().join("records.log");
     let jobs: Vec<_> =
         synthetic::varied_jobs(300, 20, NOVEMBER_START_MS, 20 * 86_400_000).collect();

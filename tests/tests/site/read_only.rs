@@ -22,7 +22,7 @@ fn a_reader_who_may_not_write_makes_the_site_and_serves_every_page(backend) {
         eprintln!("SKIPPED: needs root to make users");
         return;
     };
-    let dir = TempDir::new("read-only");
+    let dir = Scratch::new("read-only");
     let d = dir.path();
     set_mode(d, 0o755);
     let db_dir = d.join("db");

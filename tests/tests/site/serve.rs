@@ -194,7 +194,7 @@ fn serve_keeps_answering_while_a_local_user_attacks_it() {
     };
     let attacker = User::ensure(ATTACKER).unwrap();
     let proxy_gid = ensure_group(PROXY_GROUP, &[&service, &attacker]);
-    let dir = TempDir::new("serve-attack");
+    let dir = Scratch::new("serve-attack");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     let state = d.join("state");
@@ -378,7 +378,7 @@ fn the_database_and_pages_are_private_whatever_the_umask() {
     let eve = User::ensure("srv-eve").unwrap();
     let www = User::ensure("srv-www").unwrap();
     let web_gid = ensure_group(PROXY_GROUP, &[&service, &www]);
-    let dir = TempDir::new("serve-modes");
+    let dir = Scratch::new("serve-modes");
     let d = dir.path();
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     // As systemd's StateDirectory= makes it: the service's, mode 0755.

@@ -93,7 +93,7 @@ fn site_of_real_and_synthetic_jobs_renders_in_chromium() {
     if Command::new("chromium").arg("--version").output().is_err() {
         panic!("chromium is not installed (scripts/prereqs.sh installs it)");
     }
-    let dir = TempDir::new("site-report");
+    let dir = Scratch::new("site-report");
     let syslogd = Syslogd::start();
     let site = syslogd.site_config();
     Job::new(program("basic.c"), 4)

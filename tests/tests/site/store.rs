@@ -36,7 +36,7 @@ fn readers_run_every_report_and_page_on_a_read_only_database() {
         eprintln!("SKIPPED: needs root to make users");
         return;
     };
-    let dir = TempDir::new("store-read-only");
+    let dir = Scratch::new("store-read-only");
     let d = dir.path();
     set_mode(d, 0o755);
     let db_dir = d.join("db");

@@ -27,7 +27,7 @@ for_each_mpi! {
 fn a_flagged_job_is_traced_next_time_and_the_mail_tells_where_it_waited(mpi) {
     let _serial = serial();
     let syslogd = Syslogd::start();
-    let dir = TempDir::new("escalation");
+    let dir = Scratch::new("escalation");
     let list = dir.path().join("lib/escalation.list");
     let port = free_port();
     // One site file for the profiler and the mpistat command. The job is tiny: no CPU-hour floor.

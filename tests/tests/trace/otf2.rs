@@ -52,10 +52,10 @@ fn assert_same_archive(a: &Path, b: &Path) {
 for_each_mpi! {
     fn a_real_traced_job_exported_read_back_and_written_in_parallel(mpi) {
         let _serial = serial();
-        let home = TempDir::new("otf2-home");
+        let home = Scratch::new("otf2-home");
         let info = traced_delays_job(mpi, 6, &home);
         let trace = Path::new(&info.dir);
-        let out = TempDir::new("otf2-out");
+        let out = Scratch::new("otf2-out");
         let archive = out.path().join("one");
         let timeline = out.path().join("one.json");
         let report = mpistat_analyze(&[

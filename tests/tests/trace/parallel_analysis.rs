@@ -42,7 +42,7 @@ fn parallel(mpi: Mpi, dir: &Path, processes: u32, format: &str) -> Outcome {
 /// executions have one clock: the critical path is as long as the run).
 fn assert_same_reports(mpi: Mpi, name: &str, trace: &Trace) -> serde_json::Value {
     let _serial = serial();
-    let dir = TempDir::new(&format!("parallel-{name}"));
+    let dir = Scratch::new(&format!("parallel-{name}"));
     write_dir(dir.path(), trace).unwrap();
     let (wait_states, report) = assert_same_reports_of(mpi, name, dir.path());
     assert_properties(name, &report, true);
@@ -170,8 +170,8 @@ for_each_mpi! {
     /// writes, to the byte, at any number of processes (also more than ranks).
     fn perfetto_timeline_in_parallel(mpi) {
         let _serial = serial();
-        let dir = TempDir::new("parallel-perfetto");
-        let out = TempDir::new("parallel-perfetto-out");
+        let dir = Scratch::new("parallel-perfetto");
+        let out = Scratch::new("parallel-perfetto-out");
         write_dir(dir.path(), &mixed(6, 400, 3)).unwrap();
         let one = out.path().join("one.json");
         let status = Command::new(mpistat_binary())
@@ -206,7 +206,7 @@ for_each_mpi! {
 #[test]
 fn missing_rank_file() {
     let _serial = serial();
-    let dir = TempDir::new("parallel-missing");
+    let dir = Scratch::new("parallel-missing");
     write_dir(dir.path(), &mixed(5, 200, 7)).unwrap();
     std::fs::remove_file(dir.path().join(rank_file_name(3))).unwrap();
     for format in ["wait-states", "json"] {
@@ -228,7 +228,7 @@ fn missing_rank_file() {
 #[test]
 fn broken_rank_file_fails_everywhere() {
     let _serial = serial();
-    let dir = TempDir::new("parallel-broken");
+    let dir = Scratch::new("parallel-broken");
     write_dir(dir.path(), &mixed(4, 100, 9)).unwrap();
     std::fs::write(dir.path().join(rank_file_name(2)), b"garbage").unwrap();
     let outcome = parallel(Mpi::OpenMpi, dir.path(), 3, "wait-states");
@@ -247,7 +247,7 @@ for_each_mpi! {
     /// clocks corrected to rank 0's) analyses the same in parallel.
     fn real_traced_job_of_16_ranks(mpi) {
         let _serial = serial();
-        let home = TempDir::new("parallel-home");
+        let home = Scratch::new("parallel-home");
         let info = traced_delays_job(mpi, 16, &home);
         assert_eq!(info.ranks_written, 16);
         let (wait_states, report) = assert_same_reports_of(mpi, "real", Path::new(&info.dir));
@@ -264,7 +264,7 @@ for_each_mpi! {
     /// parallel analysis under the same limit passes and prints the one-process report.
     fn a_trace_over_the_memory_limit_fails_clearly_and_enough_processes_pass(mpi) {
         let _serial = serial();
-        let dir = TempDir::new("parallel-memory");
+        let dir = Scratch::new("parallel-memory");
         write_dir(dir.path(), &halo(8, 40_000)).unwrap();
         let survey = mpistat_trace::tracefile::survey(dir.path()).unwrap();
         // What 4 processes need: 2 processes and one are over it.

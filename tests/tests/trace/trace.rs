@@ -58,7 +58,7 @@ fn pattern() -> [String; 4] {
 fn run_traced_job(
     mpi: Mpi,
     nodes: &[(&str, u32)],
-    home: &TempDir,
+    home: &Scratch,
     site_extra: &str,
     env: &[(&str, &str)],
     args: [String; 4],
@@ -68,7 +68,7 @@ fn run_traced_job(
     let mut text = std::fs::read_to_string(&site).unwrap();
     text.push_str(site_extra);
     std::fs::write(&site, text).unwrap();
-    let timings = TempDir::new("trace-timings");
+    let timings = Scratch::new("trace-timings");
     let job = if nodes.is_empty() {
         Job::new(program_for("delays.c", mpi), RANKS)
     } else {
@@ -276,7 +276,7 @@ fn assert_pattern(t: &Traced) {
 for_each_mpi! {
 fn delay_pattern_is_found_in_the_trace(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-home");
+    let home = Scratch::new("trace-home");
     let t = run_traced_job(mpi, &[], &home, "", &[], pattern());
     assert!(t.record.trace.as_ref().unwrap().stopped.is_none());
     assert_eq!(t.trace.ranks.len(), RANKS as usize);
@@ -381,7 +381,7 @@ for_each_mpi! {
 /// -1224 to 1569 ppm.
 fn clock_offset_and_drift_are_corrected(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-skew");
+    let home = Scratch::new("trace-skew");
     let t = run_traced_job(
         mpi,
         &[],
@@ -416,7 +416,7 @@ for_each_mpi! {
 /// finds on one clock.
 fn clocks_of_another_node_are_corrected(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-nodes");
+    let home = Scratch::new("trace-nodes");
     let t = run_traced_job(
         mpi,
         &[("nodea", 2), ("nodeb", 2)],
@@ -456,7 +456,7 @@ fn clocks_of_another_node_are_corrected(mpi) {
 #[test]
 fn trace_analysis_across_three_nodes() {
     let _serial = serial();
-    let home = TempDir::new("trace-three-nodes");
+    let home = Scratch::new("trace-three-nodes");
     let nodes = [("cn1", 1), ("cn2", 2), ("cn3", 1)];
     let t = run_traced_job(Mpi::OpenMpi, &nodes, &home, "", &[], pattern());
     assert_eq!(
@@ -471,7 +471,7 @@ fn trace_analysis_across_three_nodes() {
 for_each_mpi! {
 fn trace_directory_is_private(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-private");
+    let home = Scratch::new("trace-private");
     let t = run_traced_job(mpi, &[], &home, "", &[], ["20", "2", "1", "1"].map(String::from));
     use std::os::unix::fs::PermissionsExt;
     // Open the parents to everyone: the job directory itself must keep other users out.
@@ -526,7 +526,7 @@ fn world_barriers(trace: &Trace) -> Vec<usize> {
 for_each_mpi! {
 fn budget_stops_recording_at_a_common_superstep(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-budget");
+    let home = Scratch::new("trace-budget");
     // 2048 bytes hold at most 128 events (an event takes 16 bytes or more, profiler/src/
     // rawevents.rs); rank 1 needs 14 + 2 per iteration (80 iterations).
     let t = run_traced_job(
@@ -566,7 +566,7 @@ fn budget_stops_recording_at_a_common_superstep(mpi) {
 for_each_mpi! {
 fn window_records_the_chosen_supersteps(mpi) {
     let _serial = serial();
-    let home = TempDir::new("trace-window");
+    let home = Scratch::new("trace-window");
     let t = run_traced_job(
         mpi,
         &[],
