@@ -26,11 +26,11 @@ fn trace_root(home: &Path) -> PathBuf {
 /// the loop barriers' arrival times each rank wrote (its own account of its run).
 fn run_long_traced_job(
     mpi: Mpi,
-    home: &TempDir,
+    home: &Scratch,
     wrap: impl FnOnce(Command) -> Command,
 ) -> (Outcome, mpistat_record::JobRecord, Vec<usize>) {
     let syslogd = Syslogd::start();
-    let timings = TempDir::new("spill-timings");
+    let timings = Scratch::new("spill-timings");
     let job = Job::new(program_for("delays.c", mpi), RANKS)
         .mpi(mpi)
         .env("HOME", home.path().display().to_string())
@@ -76,7 +76,7 @@ for_each_mpi! {
 /// events as the record counts.
 fn a_long_trace_is_spilled_and_read_back_whole(mpi) {
     let _serial = serial();
-    let home = TempDir::new("spill-long");
+    let home = Scratch::new("spill-long");
     let (outcome, record, arrivals) = run_long_traced_job(mpi, &home, |cmd| cmd);
     outcome.assert_success();
     assert_eq!(arrivals, vec![ITERS as usize; RANKS as usize]);
@@ -159,7 +159,7 @@ fn spoiled(cmd: Command, how: Spoiled, root: &Path, image: &Path) -> Command {
 /// because a spill failed.
 fn a_failed_spill_leaves_the_job_alone(mpi: Mpi, how: Spoiled) {
     let _serial = serial();
-    let home = TempDir::new("spill-spoiled");
+    let home = Scratch::new("spill-spoiled");
     let root = trace_root(home.path());
     std::fs::create_dir_all(&root).unwrap();
     let image = home.path().join("disk.img");
