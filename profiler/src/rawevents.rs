@@ -8,8 +8,18 @@
 //! low 3 bits, a small payload above), the time, and for some kinds more words. The most common
 //! record, a call with no other events, is one [`CALL`] record: its region and duration in the
 //! header, its start as the time (an `Enter` and an `Exit` in 16 bytes instead of 32).
+//!
+//! The words are kept in a bounded chunk; when it fills, the recorder appends it to a spill
+//! file ([`RawEvents::spill`], `trace/spill.rs`) and reuses it, so that a rank's resident set
+//! stays bounded however long the trace; at `MPI_Finalize` [`RawEvents::replay`] reads the
+//! file back in small pieces, then the chunk. Records never straddle a spill (the chunk is
+//! spilled between records), but a piece read back may end inside one: it is decoded with
+//! the next.
 
 use mpistat_trace::model::{Event, EventKind};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 
 const ENTER: u64 = 0;
 const EXIT: u64 = 1;
@@ -28,9 +38,17 @@ pub const MAX_WORDS: usize = 5;
 /// largest event, an exit): the room its callers leave.
 pub const MAX_CALL_WORDS: usize = MAX_WORDS + 4;
 
-/// Recorded events, oldest first. `len` and `truncate` count words.
+/// Words read back from the spill file at a time ([`RawEvents::replay`]): `MPI_Finalize`'s
+/// own buffer, kept small.
+const REPLAY_WORDS: usize = 1024;
+
+/// Recorded events, oldest first: those spilled, then the chunk's. `len` counts the chunk's
+/// words, [`RawEvents::position`] and [`RawEvents::truncate`] all of them.
 pub struct RawEvents {
+    /// The chunk.
     words: Vec<u64>,
+    /// Words before the chunk's, in the spill file (its first `spilled` words).
+    spilled: usize,
 }
 
 /// The header of a [`CALL`] record of `region` ([`RawEvents::push_call`]), 0 when the region
@@ -96,15 +114,20 @@ fn unpair(w: u64) -> (u32, i32) {
 impl RawEvents {
     /// Room for `words` words, reserved (see `trace::event_buffer`).
     pub fn with_capacity(words: Vec<u64>) -> RawEvents {
-        RawEvents { words }
+        RawEvents { words, spilled: 0 }
     }
 
-    /// Words recorded.
+    /// Words in the chunk.
     pub fn len(&self) -> usize {
         self.words.len()
     }
 
-    /// Words the buffer holds without growing (it never shrinks).
+    /// Words recorded, spilled or in the chunk.
+    pub fn position(&self) -> usize {
+        self.spilled + self.words.len()
+    }
+
+    /// Words the chunk holds without growing (it never shrinks).
     pub fn capacity(&self) -> usize {
         self.words.capacity()
     }
@@ -113,15 +136,35 @@ impl RawEvents {
         self.words.is_empty()
     }
 
-    /// A copy of the first `len` words (a length this buffer had after some event).
+    /// A copy of the first `len` words of an unspilled buffer (a length it had after some
+    /// event).
     #[cfg(test)]
     pub fn first(&self, len: usize) -> RawEvents {
         RawEvents::with_capacity(self.words[..len].to_vec())
     }
 
-    /// Keep the first `len` words (a length this buffer had after some event).
-    pub fn truncate(&mut self, len: usize) {
-        self.words.truncate(len);
+    /// Keep the first `position` words (a [`RawEvents::position`] this buffer had after some
+    /// event), spilled or not.
+    pub fn truncate(&mut self, position: usize) {
+        self.words.truncate(position.saturating_sub(self.spilled));
+        self.spilled = self.spilled.min(position);
+    }
+
+    /// Append the chunk's words to `file` (after the words spilled before, whatever a failed
+    /// write left beyond them) and empty the chunk. On an error nothing changes: the chunk
+    /// keeps its words.
+    pub fn spill(&mut self, file: &File) -> io::Result<()> {
+        let at = (self.spilled * WORD) as u64;
+        file.write_all_at(as_bytes(&self.words), at)?;
+        self.spilled += self.words.len();
+        self.words.clear();
+        Ok(())
+    }
+
+    /// Move the chunk's words into `room`, which becomes the chunk (a larger one).
+    pub fn move_into(&mut self, mut room: Vec<u64>) {
+        room.extend_from_slice(&self.words);
+        self.words = room;
     }
 
     /// Record `kind` at `time`.
@@ -222,94 +265,157 @@ impl RawEvents {
         }
     }
 
-    /// The events, each time mapped by `time`.
+    /// Every event, oldest first, each time mapped by `time`, to `sink`: the spilled ones read
+    /// back from `file` (the one [`RawEvents::spill`] wrote; none if nothing was spilled) in
+    /// pieces of [`REPLAY_WORDS`], then the chunk's. An error reading the file is returned,
+    /// with the events before it given.
+    pub fn replay(
+        &self,
+        file: Option<&File>,
+        time: impl Fn(u64) -> u64,
+        mut sink: impl FnMut(Event),
+    ) -> io::Result<()> {
+        let mut piece = vec![0u64; REPLAY_WORDS];
+        // Words of a record a piece ended inside, moved to the next piece's start.
+        let mut carried = 0;
+        let mut read = 0;
+        if let Some(file) = file.filter(|_| self.spilled > 0) {
+            while read < self.spilled {
+                let n = (REPLAY_WORDS - carried).min(self.spilled - read);
+                let at = (read * WORD) as u64;
+                file.read_exact_at(as_bytes_mut(&mut piece[carried..carried + n]), at)?;
+                read += n;
+                let words = &piece[..carried + n];
+                let used = decode_words(words, &time, &mut sink);
+                carried = words.len() - used;
+                piece.copy_within(used..used + carried, 0);
+            }
+        }
+        if carried == 0 {
+            decode_words(&self.words, &time, &mut sink);
+        } else {
+            // A record is never split by a spill, so this does not happen but for a file
+            // changed under the rank: its words end the trace.
+            piece.truncate(carried);
+            piece.extend_from_slice(&self.words);
+            decode_words(&piece, &time, &mut sink);
+        }
+        Ok(())
+    }
+
+    /// The chunk's events (of an unspilled buffer: all of them), each time mapped by `time`.
+    #[cfg(test)]
     pub fn decode(&self, time: impl Fn(u64) -> u64) -> Vec<Event> {
         let mut out = Vec::new();
-        let mut w = self.words.as_slice();
-        while let [head, t, rest @ ..] = w {
-            let payload = head >> 3;
-            let (kind, used) = match head & 7 {
-                CALL => {
-                    out.push(Event {
-                        time: time(*t),
-                        kind: EventKind::Enter {
-                            region: (payload & 0x1FFF_FFFF) as u32,
-                        },
-                    });
-                    out.push(Event {
-                        time: time(t.wrapping_add(head >> 32)),
-                        kind: EventKind::Exit,
-                    });
-                    w = rest;
-                    continue;
-                }
-                ENTER => (
-                    EventKind::Enter {
-                        region: payload as u32,
-                    },
-                    0,
-                ),
-                EXIT => (EventKind::Exit, 0),
-                SEND => {
-                    let [peer_tag, bytes, ..] = rest else { break };
-                    let (peer, tag) = unpair(*peer_tag);
-                    (
-                        EventKind::Send {
-                            peer,
-                            tag,
-                            comm: (payload >> 1) as u32,
-                            bytes: *bytes,
-                            synchronous: payload & 1 == 1,
-                        },
-                        2,
-                    )
-                }
-                RECV => {
-                    let [peer_tag, bytes, ..] = rest else { break };
-                    let (peer, tag) = unpair(*peer_tag);
-                    (
-                        EventKind::Recv {
-                            peer,
-                            tag,
-                            comm: payload as u32,
-                            bytes: *bytes,
-                        },
-                        2,
-                    )
-                }
-                POST | COMPLETE => {
-                    let [request, ..] = rest else { break };
-                    let request = *request;
-                    let kind = if head & 7 == POST {
-                        EventKind::RequestPost { request }
-                    } else {
-                        EventKind::RequestComplete { request }
-                    };
-                    (kind, 1)
-                }
-                _ => {
-                    let [root, sent, received, ..] = rest else {
-                        break;
-                    };
-                    (
-                        EventKind::CollectiveExit {
-                            comm: (payload >> 1) as u32,
-                            root: (payload & 1 == 1).then_some(*root as u32),
-                            sent: *sent,
-                            received: *received,
-                        },
-                        3,
-                    )
-                }
-            };
-            out.push(Event {
-                time: time(*t),
-                kind,
-            });
-            w = &rest[used..];
-        }
+        decode_words(&self.words, &time, &mut |e| out.push(e));
         out
     }
+}
+
+/// Bytes of a word.
+const WORD: usize = std::mem::size_of::<u64>();
+
+/// The bytes of `words` (in this machine's order: the spill file is read back by the process
+/// that wrote it).
+pub(crate) fn as_bytes(words: &[u64]) -> &[u8] {
+    // SAFETY: u64 has no padding and every byte of it is initialised; u8 has no alignment.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast(), std::mem::size_of_val(words)) }
+}
+
+fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`, and any bytes make a valid u64.
+    unsafe {
+        std::slice::from_raw_parts_mut(words.as_mut_ptr().cast(), std::mem::size_of_val(words))
+    }
+}
+
+/// The events of `words`' whole records to `sink`, each time mapped by `time`; the words used
+/// (those of a record cut short at the end are not).
+fn decode_words(words: &[u64], time: &impl Fn(u64) -> u64, sink: &mut impl FnMut(Event)) -> usize {
+    let mut w = words;
+    while let [head, t, rest @ ..] = w {
+        let payload = head >> 3;
+        let (kind, used) = match head & 7 {
+            CALL => {
+                sink(Event {
+                    time: time(*t),
+                    kind: EventKind::Enter {
+                        region: (payload & 0x1FFF_FFFF) as u32,
+                    },
+                });
+                sink(Event {
+                    time: time(t.wrapping_add(head >> 32)),
+                    kind: EventKind::Exit,
+                });
+                w = rest;
+                continue;
+            }
+            ENTER => (
+                EventKind::Enter {
+                    region: payload as u32,
+                },
+                0,
+            ),
+            EXIT => (EventKind::Exit, 0),
+            SEND => {
+                let [peer_tag, bytes, ..] = rest else { break };
+                let (peer, tag) = unpair(*peer_tag);
+                (
+                    EventKind::Send {
+                        peer,
+                        tag,
+                        comm: (payload >> 1) as u32,
+                        bytes: *bytes,
+                        synchronous: payload & 1 == 1,
+                    },
+                    2,
+                )
+            }
+            RECV => {
+                let [peer_tag, bytes, ..] = rest else { break };
+                let (peer, tag) = unpair(*peer_tag);
+                (
+                    EventKind::Recv {
+                        peer,
+                        tag,
+                        comm: payload as u32,
+                        bytes: *bytes,
+                    },
+                    2,
+                )
+            }
+            POST | COMPLETE => {
+                let [request, ..] = rest else { break };
+                let request = *request;
+                let kind = if head & 7 == POST {
+                    EventKind::RequestPost { request }
+                } else {
+                    EventKind::RequestComplete { request }
+                };
+                (kind, 1)
+            }
+            _ => {
+                let [root, sent, received, ..] = rest else {
+                    break;
+                };
+                (
+                    EventKind::CollectiveExit {
+                        comm: (payload >> 1) as u32,
+                        root: (payload & 1 == 1).then_some(*root as u32),
+                        sent: *sent,
+                        received: *received,
+                    },
+                    3,
+                )
+            }
+        };
+        sink(Event {
+            time: time(*t),
+            kind,
+        });
+        w = &rest[used..];
+    }
+    words.len() - w.len()
 }
 
 #[cfg(test)]
@@ -444,6 +550,97 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A new file of no name in the temporary directory, for a spill.
+    fn spill_file() -> File {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("mpistat-rawevents-{}-{n}", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        file
+    }
+
+    /// The events `raw` replays (from `file`), and the rank file they make (the writer wants
+    /// times in order, which the generated records' are not: each event's time is its index).
+    fn replayed(raw: &RawEvents, file: Option<&File>) -> (Vec<Event>, Vec<u8>) {
+        let mut events = Vec::new();
+        raw.replay(file, |t| t / 2, |e| events.push(e)).unwrap();
+        let mut writer = mpistat_trace::tracefile::RankWriter::new(Vec::new(), 3);
+        for (i, event) in events.iter().enumerate() {
+            let time = i as u64;
+            writer.event(&Event { time, ..*event }).unwrap();
+        }
+        (events, writer.finish().unwrap())
+    }
+
+    proptest! {
+        /// A trace recorded through a small chunk, spilled whenever a call might not fit it
+        /// (as the recorder does) and read back in pieces that end inside records, gives the
+        /// same events and the same rank file as one recorded at once; and so when it is cut
+        /// after any record (a superstep every rank recorded), in the file or in the chunk.
+        #[test]
+        fn a_spilled_trace_is_the_trace_recorded_at_once(
+            records in prop::collection::vec(record(), 1..600),
+            chunk in MAX_CALL_WORDS..200,
+            at in any::<prop::sample::Index>(),
+        ) {
+            let room = records.len() * MAX_CALL_WORDS;
+            let mut at_once = RawEvents::with_capacity(Vec::with_capacity(room));
+            let mut chunked = RawEvents::with_capacity(Vec::with_capacity(chunk));
+            let file = spill_file();
+            let mut ends = Vec::new();
+            for record in &records {
+                if chunked.len() + MAX_CALL_WORDS > chunked.capacity() {
+                    chunked.spill(&file).unwrap();
+                }
+                prop_assert_eq!(chunked.capacity(), chunk);
+                record.write(&mut at_once);
+                record.write(&mut chunked);
+                prop_assert_eq!(at_once.position(), chunked.position());
+                ends.push(at_once.position());
+            }
+            prop_assert!(chunked.spilled > 0 || at_once.position() <= chunk);
+            prop_assert_eq!(replayed(&at_once, None), replayed(&chunked, Some(&file)));
+            let cut = ends[at.index(ends.len())];
+            at_once.truncate(cut);
+            chunked.truncate(cut);
+            prop_assert_eq!(replayed(&at_once, None), replayed(&chunked, Some(&file)));
+        }
+    }
+
+    /// A spill that fails changes nothing: the chunk keeps its words, and the trace replays
+    /// whole.
+    #[test]
+    fn a_failed_spill_keeps_the_chunk() {
+        let mut raw = RawEvents::with_capacity(Vec::with_capacity(64));
+        let file = spill_file();
+        let mut want = Vec::new();
+        for t in 0..8 {
+            raw.push(t, EventKind::Enter { region: t as u32 });
+            want.push(Event {
+                time: t / 2,
+                kind: EventKind::Enter { region: t as u32 },
+            });
+        }
+        raw.spill(&file).unwrap();
+        raw.push(9, EventKind::Exit);
+        want.push(Event {
+            time: 4,
+            kind: EventKind::Exit,
+        });
+        let read_only = File::open("/proc/self/exe").unwrap();
+        assert!(raw.spill(&read_only).is_err());
+        assert_eq!((raw.len(), raw.position()), (2, 18));
+        assert_eq!(replayed(&raw, Some(&file)).0, want);
     }
 
     proptest! {

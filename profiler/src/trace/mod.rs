@@ -9,8 +9,8 @@
 //! address outside this library and libmpi, see `callsite.rs`) and its events, the common case
 //! inlined in the traced wrapper ([`Recorder::leave_fast`]), the rest out of line; [`enter`]
 //! does something only for completing calls (keeps their requests). Events go into
-//! a buffer sized by the site's budget; when it is full, or the window of supersteps ends,
-//! recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
+//! a bounded chunk, spilled to a private file when it fills (`spill.rs`); when the site's
+//! budget is reached, the spill fails, or the window of supersteps ends, recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
 //! writes `local-NNNNNN.mpt` (this rank's definitions, clock samples, where recording stopped, the
 //! loaded objects) and `rank-NNNNNN.mpt` into the job's trace directory (mode 0700).
@@ -25,11 +25,13 @@
 //! thread's access to it); `start.rs` starts it at `MPI_Init` (the site's wish, [`prepare`],
 //! [`start_if_wanted`], the event buffer); `record.rs` records a call's events (the fast and
 //! the slow path); `clocks.rs` measures the clock offsets (and the test knob's skew);
-//! `sites.rs` names the call sites, `write.rs` ends the trace at `MPI_Finalize` ([`finish`]).
+//! `sites.rs` names the call sites, `spill.rs` keeps the events that do not fit the chunk,
+//! `write.rs` ends the trace at `MPI_Finalize` ([`finish`]).
 
 mod clocks;
 mod record;
 mod sites;
+mod spill;
 mod start;
 mod state;
 mod write;

@@ -3,6 +3,8 @@
 //! the window and budget that stop the recording, communicators, messages and the requests of
 //! completing calls.
 
+use super::spill::{self, Spill};
+use super::start::event_buffer;
 use super::state::{
     completes_nothing, Args, Completion, Ended, Facts, Fast, PendingRecv, Recorder, State,
     OVERHEAD_SAMPLE, REQUEST_NULL,
@@ -15,7 +17,7 @@ use crate::mpi;
 use crate::rawevents;
 use crate::threads::RoutineId;
 use crate::traffic::{Traffic, NO_PEER, PROC_NULL};
-use mpistat_trace::model::{Communicator, Event, EventKind, MpiClass};
+use mpistat_trace::model::{Communicator, EventKind, MpiClass};
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -23,16 +25,60 @@ use std::sync::atomic::Ordering::Relaxed;
 const ANY_TAG: c_int = -1;
 
 impl Recorder {
-    /// The events, their times from ticks to nanoseconds of the trace clock, with the tick rate
+    /// The events' times from ticks to nanoseconds of the trace clock, with the tick rate
     /// measured from the start of tracing to now; and the recording's overhead in nanoseconds.
-    pub(super) fn events_in_ns(&self) -> (Vec<Event>, u64) {
+    pub(super) fn ticks_to_ns(&self) -> (impl Fn(u64) -> u64 + '_, u64) {
         let (anchor, later) = (self.anchor, Anchor::now());
         let ns_per_tick = anchor.ns_per_tick(&later);
-        let ns = |t: u64| {
+        let ns = move |t: u64| {
             anchor.ns as i64 + ((t as i64 - anchor.ticks as i64) as f64 * ns_per_tick) as i64
         };
-        let events = self.events.decode(|t| self.skewed(ns(t).max(0) as u64));
-        (events, (self.overhead_ticks as f64 * ns_per_tick) as u64)
+        let time = move |t| self.skewed(ns(t).max(0) as u64);
+        (time, (self.overhead_ticks as f64 * ns_per_tick) as u64)
+    }
+
+    /// Room in the chunk for `words` more (the slow path, while recording, within the
+    /// budget): the chunk spilled when full (the spill file made at the first), or grown to
+    /// the budget where the events stay in memory ([`Spill::InMemory`]). False when the chunk
+    /// cannot be spilled: recording must stop. The spill's time is the recording's overhead
+    /// (as Score-P's trace buffer flush).
+    pub(super) fn make_room(&mut self, words: usize) -> bool {
+        if self.events.len() + words <= self.events.capacity() {
+            return true;
+        }
+        if let Spill::NotYet = self.spill {
+            let began = ticks();
+            let root = spill::root_of(&self.config.directory);
+            let files = spill::open(&root).and_then(|events| Ok((events, spill::open(&root)?)));
+            self.spill = match files {
+                Ok((Some(events), Some(cuts))) => Spill::Files { events, cuts },
+                Ok(_) => {
+                    let room = event_buffer(self.capacity);
+                    self.capacity = self.capacity.min(room.capacity());
+                    self.events.move_into(room);
+                    Spill::InMemory
+                }
+                Err(_) => Spill::Failed,
+            };
+            self.overhead_ticks += ticks().saturating_sub(began);
+        }
+        let room = match &self.spill {
+            Spill::Files { events, .. } => {
+                let began = ticks();
+                let spilled = self.events.spill(events).is_ok();
+                self.overhead_ticks += ticks().saturating_sub(began);
+                spilled
+            }
+            Spill::InMemory => true,
+            Spill::NotYet | Spill::Failed => false,
+        };
+        if room {
+            // The chunk's room changed: so does the fast path's limit.
+            self.set_state(self.state);
+        } else {
+            self.spill = Spill::Failed;
+        }
+        room
     }
 
     #[inline(always)]
@@ -117,13 +163,17 @@ impl Recorder {
         }
     }
 
-    /// Change the recording state, and the fast path's `limit` with it: below it the buffer
+    /// Change the recording state, and the fast path's `limit` with it: below it the chunk
     /// has room for what the fast path writes without growing (at least
-    /// [`rawevents::MAX_CALL_WORDS`] words of its capacity unused; it never shrinks).
+    /// [`rawevents::MAX_CALL_WORDS`] words of its capacity unused; it never shrinks), within
+    /// the budget.
     pub(super) fn set_state(&mut self, state: State) {
         const { assert!(4 * rawevents::MAX_WORDS >= rawevents::MAX_CALL_WORDS) };
         self.state = state;
-        let room = self.capacity.min(self.events.capacity());
+        let budget_left = self
+            .capacity
+            .saturating_sub(self.events.position() - self.events.len());
+        let room = budget_left.min(self.events.capacity());
         self.limit = match state {
             State::Recording => room.saturating_sub(4 * rawevents::MAX_WORDS),
             _ => 0,
@@ -138,13 +188,12 @@ impl Recorder {
         let recorded = (self.supersteps + 1).saturating_sub(self.config.skip_supersteps);
         let window = self.config.record_supersteps;
         if self.state != State::Recording
-            || self.cuts.len() == self.cuts.capacity()
             || (window > 0 && recorded >= window)
+            || !self.cuts.push_within(self.events.position())
         {
             return false;
         }
         self.supersteps += 1;
-        self.cuts.push(self.events.len());
         true
     }
 
@@ -153,7 +202,11 @@ impl Recorder {
         self.supersteps += 1;
         match self.state {
             State::Recording => {
-                self.cuts.push(self.events.len());
+                let file = match &self.spill {
+                    Spill::Files { cuts, .. } => Some(cuts),
+                    _ => None,
+                };
+                self.cuts.push(self.events.position(), file);
                 let recorded = self.supersteps - self.config.skip_supersteps;
                 if self.config.record_supersteps > 0 && recorded >= self.config.record_supersteps {
                     self.set_state(State::Stopped);
@@ -281,9 +334,15 @@ impl Recorder {
                 };
                 // A call adds at most an enter, a send, a receive, an exit and two events per
                 // request (words).
-                if self.events.len() + (4 + 2 * n) * rawevents::MAX_WORDS > self.capacity {
+                let words = (4 + 2 * n) * rawevents::MAX_WORDS;
+                if self.events.position() + words > self.capacity {
                     self.set_state(State::Stopped);
                     self.stopped_by_budget = true;
+                    return;
+                }
+                if !self.make_room(words) {
+                    self.set_state(State::Stopped);
+                    self.stopped_by_spill = true;
                     return;
                 }
                 true

@@ -3,6 +3,7 @@
 //! completed at its end ([`start`]), and its event buffer.
 
 use super::clocks::{measure_offset, test_skew, Nodes, Skew};
+use super::spill::{Cuts, Spill, CHUNK_WORDS};
 use super::state::{Facts, FastSite, Recorder, State, RECORDER, REQUEST_NULL};
 use crate::callsite::{CallSites, Slot};
 use crate::clock::Anchor;
@@ -113,8 +114,11 @@ pub fn prepare(config: &TraceConfig) {
 impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     pub(super) fn new(config: &TraceConfig) -> Recorder {
-        let events = event_buffer(config.budget_bytes / std::mem::size_of::<u64>());
-        let capacity = events.capacity();
+        // The budget counts words recorded; the chunk holds the latest of them.
+        let capacity = config.budget_bytes / std::mem::size_of::<u64>();
+        let mut events = Vec::new();
+        // Taken if the allocator gives it (else the chunk grows on the slow path).
+        let _ = events.try_reserve_exact(capacity.min(CHUNK_WORDS));
         // MPI_COMM_WORLD is this rank's communicator 0 (its members are set by `start`).
         let mut comms = FastMap::default();
         let last_comm = match mpi::comm_world() {
@@ -149,6 +153,7 @@ impl Recorder {
             state: State::Stopped,
             events: RawEvents::with_capacity(events),
             capacity,
+            spill: Spill::NotYet,
             limit: 0,
             regions: FastMap::default(),
             fast,
@@ -165,9 +170,10 @@ impl Recorder {
             snapshot: Vec::new(),
             cartesian: None,
             supersteps: 0,
-            cuts: Vec::new(),
+            cuts: Cuts::new(),
             stop_note: None,
             stopped_by_budget: false,
+            stopped_by_spill: false,
             // The samples at Init and Finalize.
             clock: Vec::with_capacity(2),
             anchor: Anchor::now(),
@@ -261,12 +267,12 @@ fn room_for_world() -> Vec<u32> {
     members
 }
 
-/// Room for `capacity` events (or, where the allocator refuses that much address space, the
+/// Room for `capacity` words (or, where the allocator refuses that much address space, the
 /// most of it, halving, that it gives), reserved, not touched: pages become resident only as
-/// events arrive. In huge pages where the kernel allows it (transparent huge pages in `madvise`
+/// events arrive (the events' buffer where they cannot be spilled, [`Spill::InMemory`]). In huge pages where the kernel allows it (transparent huge pages in `madvise`
 /// or `always` mode): two events a call fill a 4 KiB page every ~50 calls, and its page fault
 /// (~2 us) was a third of trace mode's cost per call; a 2 MiB page takes one fault per ~26,000.
-fn event_buffer(mut capacity: usize) -> Vec<u64> {
+pub(super) fn event_buffer(mut capacity: usize) -> Vec<u64> {
     const HUGE: usize = 2 << 20;
     let mut events = Vec::new();
     while events.try_reserve_exact(capacity).is_err() {

@@ -3,6 +3,7 @@
 
 use super::clocks::{Nodes, Skew};
 use super::sites::class_of;
+use super::spill::{Cuts, Spill};
 use crate::callsite::{CallSites, Slot};
 use crate::clock::Anchor;
 use crate::family::Handle;
@@ -110,9 +111,12 @@ pub(super) struct Recorder {
     pub(super) nodes: Box<Nodes>,
     /// Changed only by [`Recorder::set_state`] (which keeps `limit` with it).
     pub(super) state: State,
-    /// Packed events ([`RawEvents`]); `capacity` and the lengths below count its words.
+    /// Packed events ([`RawEvents`]): a chunk of at most [`super::spill::CHUNK_WORDS`], spilled to
+    /// `spill` when it fills. The budget, `capacity`, counts words recorded
+    /// ([`RawEvents::position`]), `limit` the chunk's.
     pub(super) events: RawEvents,
     pub(super) capacity: usize,
+    pub(super) spill: Spill,
     /// The fast path records a call while `events` is shorter: recording, with room for the
     /// most a call adds (the slow path's budget check for a call without requests), which is
     /// more than it writes without growing the buffer ([`rawevents::MAX_CALL_WORDS`]); 0
@@ -135,10 +139,12 @@ pub(super) struct Recorder {
     pub(super) snapshot: Vec<MPI_Request>,
     pub(super) cartesian: Option<(Vec<u32>, Vec<u32>)>,
     pub(super) supersteps: u64,
-    /// `events.len()` after each superstep recorded.
-    pub(super) cuts: Vec<usize>,
+    /// `events.position()` after each superstep recorded.
+    pub(super) cuts: Cuts,
     pub(super) stop_note: Option<String>,
     pub(super) stopped_by_budget: bool,
+    /// Recording stopped because the chunk could not be spilled ([`Spill::Failed`]).
+    pub(super) stopped_by_spill: bool,
     pub(super) clock: Vec<ClockSample>,
     /// Event times are ticks of the wrappers' clock while recording (cheaper than the monotonic
     /// clock), turned into nanoseconds of the monotonic clock at `finish` with this anchor.

@@ -4,6 +4,7 @@
 
 use super::clocks::measure_offset;
 use super::sites::site_names;
+use super::spill::Spill;
 use super::state::{with_recorder, State};
 use crate::clock::monotonic_ns;
 use crate::mpi::{self, OwnComm};
@@ -48,23 +49,47 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     };
     let job_id = crate::facts::job_id(id_parts[0], id_parts[1] as u32);
     let dir = trace_dir(&recorder.config.directory, &job_id);
-    // Where every rank recorded completely: the cut when any rank stopped for its budget.
+    // Where every rank recorded completely: the cut when any rank stopped for its budget or
+    // a failed spill.
     let recorded = recorder.cuts.len() as u64;
-    let stopped = u64::from(recorder.stopped_by_budget);
-    let agreed = mpi::allreduce(&[u64::MAX - recorded, stopped], mpi::Op::Max, comm).ok();
+    let stopped = [recorder.stopped_by_budget, recorder.stopped_by_spill].map(u64::from);
+    let agreed = mpi::allreduce(
+        &[u64::MAX - recorded, stopped[0], stopped[1]],
+        mpi::Op::Max,
+        comm,
+    )
+    .ok();
     let mut note = recorder.stop_note.clone();
-    if let Some([max_not_recorded, any_stopped]) = agreed.as_deref().map(|a| [a[0], a[1]]) {
-        if any_stopped == 1 {
+    if let Some([max_not_recorded, by_budget, by_spill]) =
+        agreed.as_deref().map(|a| [a[0], a[1], a[2]])
+    {
+        if by_budget == 1 || by_spill == 1 {
             let cut = u64::MAX - max_not_recorded;
             let keep = match cut {
                 0 => 0,
-                k => recorder.cuts[k as usize - 1],
+                k => {
+                    let file = match &recorder.spill {
+                        Spill::Files { cuts, .. } => Some(cuts),
+                        _ => None,
+                    };
+                    // A cut that cannot be read back keeps nothing.
+                    recorder.cuts.get(k as usize - 1, file).unwrap_or(0)
+                }
             };
             recorder.events.truncate(keep);
+            let why = if by_spill == 1 {
+                "a rank could not write its events to its spill file in the trace directory \
+                 (not writable, or the disk full)"
+                    .to_string()
+            } else {
+                format!(
+                    "a rank's trace budget ({} bytes) was reached",
+                    recorder.config.budget_bytes
+                )
+            };
             note = Some(format!(
-                "recording stopped: a rank's trace budget ({} bytes) was reached; the trace covers \
-                 supersteps {} to {} of the job (cut at the last superstep every rank recorded)",
-                recorder.config.budget_bytes,
+                "recording stopped: {why}; the trace covers supersteps {} to {} of the job (cut \
+                 at the last superstep every rank recorded)",
                 recorder.config.skip_supersteps + 1,
                 recorder.config.skip_supersteps + cut
             ));
@@ -89,10 +114,15 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
         stopped: note.clone(),
         modules,
     };
-    let (events, recording_overhead_ns) = recorder.events_in_ns();
-    let written = write_files(&dir, &local, &events).is_ok();
+    let (time, recording_overhead_ns) = recorder.ticks_to_ns();
+    let spill = match &recorder.spill {
+        Spill::Files { events, .. } => Some(events),
+        _ => None,
+    };
+    let replay = |sink: &mut dyn FnMut(Event)| recorder.events.replay(spill, &time, sink);
+    let (events, written) = write_files(&dir, &local, replay);
     let overhead = recording_overhead_ns + monotonic_ns().saturating_sub(write_start);
-    let totals = [events.len() as u64, u64::from(written), overhead];
+    let totals = [events, u64::from(written), overhead];
     if let Ok(Some(sum)) = mpi::reduce_to_root(&totals, mpi::Op::Sum, comm) {
         *INFO.lock().unwrap_or_else(|e| e.into_inner()) = Some(TraceInfo {
             dir: dir.display().to_string(),
@@ -107,16 +137,17 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
 
 /// The job's trace directory from the site's pattern.
 fn trace_dir(pattern: &str, job_id: &str) -> PathBuf {
+    PathBuf::from(expand_home(pattern).replace("{job_id}", &job_id.replace('/', "_")))
+}
+
+/// The site's trace directory pattern with `~` (at its start) and `$HOME` the user's home.
+pub(super) fn expand_home(pattern: &str) -> String {
     let home = std::env::var("HOME").unwrap_or_default();
     let expanded = match pattern.strip_prefix('~') {
         Some(rest) => format!("{home}{rest}"),
         None => pattern.to_string(),
     };
-    PathBuf::from(
-        expanded
-            .replace("$HOME", &home)
-            .replace("{job_id}", &job_id.replace('/', "_")),
-    )
+    expanded.replace("$HOME", &home)
 }
 
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700.
@@ -140,15 +171,31 @@ fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-fn write_files(dir: &Path, local: &LocalDefinitions, events: &[Event]) -> std::io::Result<()> {
+/// Writes this rank's files into `dir`, its events as `replay` gives them (read back in
+/// pieces: never all of them in memory at once); the events given, and whether every file was
+/// written.
+fn write_files(
+    dir: &Path,
+    local: &LocalDefinitions,
+    replay: impl FnOnce(&mut dyn FnMut(Event)) -> std::io::Result<()>,
+) -> (u64, bool) {
     use std::io::Write;
-    create_private_dir(dir)?;
     let rank = local.rank;
-    let file = create_private_file(&dir.join(rank_file_name(rank)))?;
-    let mut writer = RankWriter::new(std::io::BufWriter::new(file), rank);
-    for event in events {
-        writer.event(event)?;
-    }
-    writer.finish()?;
-    create_private_file(&dir.join(local_file_name(rank)))?.write_all(&encode_local(local))
+    let mut writer = create_private_dir(dir)
+        .and_then(|()| create_private_file(&dir.join(rank_file_name(rank))))
+        .map(|file| RankWriter::new(std::io::BufWriter::new(file), rank));
+    let mut events = 0;
+    // Every event is counted (for the record), written while the writer has not failed.
+    let replayed = replay(&mut |event| {
+        events += 1;
+        if let Ok(w) = &mut writer {
+            if let Err(e) = w.event(&event) {
+                writer = Err(e);
+            }
+        }
+    });
+    let written = replayed.and(writer).and_then(|w| w.finish()).and_then(|_| {
+        create_private_file(&dir.join(local_file_name(rank)))?.write_all(&encode_local(local))
+    });
+    (events, written.is_ok())
 }

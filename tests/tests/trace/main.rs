@@ -7,4 +7,5 @@
 mod escalation;
 mod otf2;
 mod parallel_analysis;
+mod spill;
 mod trace;

@@ -219,7 +219,11 @@ fn outcome(r: &Recorder) -> impl PartialEq + std::fmt::Debug {
     let events_before = |&cut: &usize| r.events.first(cut).decode(|t| t).len();
     (
         r.events.decode(|t| t),
-        r.cuts.iter().map(events_before).collect::<Vec<_>>(),
+        r.cuts
+            .in_memory()
+            .iter()
+            .map(events_before)
+            .collect::<Vec<_>>(),
         r.supersteps,
         r.state,
         r.stopped_by_budget,
