@@ -177,9 +177,8 @@ impl crate::tree::Link for OnComm {
     }
     #[link_section = ".text.finalize.mpistat"]
     fn exchange(&mut self, peer: usize, data: &[u64], into: &mut [u64]) -> MpiResult<()> {
-        let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
-        let send_len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
-        let recv_len = c_int::try_from(into.len()).map_err(|_| MpiError(-1))?;
+        let (datatype, send_len) = words(data.len())?;
+        let (_, recv_len) = words(into.len())?;
         // SAFETY: the real routine; `data` and `into` hold their lengths' 64-bit words.
         check(unsafe {
             transmute::<*mut c_void, SendrecvFn>(SENDRECV.get())(
@@ -268,10 +267,9 @@ pub fn allreduce(data: &[u64], op: Op, comm: &OwnComm) -> MpiResult<Vec<u64>> {
 /// MPI's `MPI_Allreduce` with `MPI_MAX` of `data` on any communicator (`MPI_COMM_WORLD` inside
 /// `MPI_Init`, where the user cannot have a collective in progress: trace mode's agreement).
 pub fn allreduce_max_on(data: &[u64], comm: MPI_Comm) -> MpiResult<Vec<u64>> {
-    let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
+    let (datatype, len) = words(data.len())?;
     let mpi_op: MPI_Op = predefined(Predefined::OpMax).ok_or(MpiError(-1))?;
     let mut out = vec![0u64; data.len()];
-    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
     // SAFETY: the real routine; `data` and `out` hold `len` 64-bit words.
     check(unsafe {
         transmute::<*mut c_void, AllreduceFn>(ALLREDUCE.get())(
@@ -315,10 +313,16 @@ type GraphNeighborsCountFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -
 type DistGraphNeighborsCountFn =
     unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int;
 
+/// `MPI_UINT64_T` and `n` as an MPI count.
+#[inline]
+fn words(n: usize) -> MpiResult<(MPI_Datatype, c_int)> {
+    let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
+    Ok((datatype, c_int::try_from(n).map_err(|_| MpiError(-1))?))
+}
+
 /// `MPI_Send` of `data` (64-bit words) to `dest` of `comm`.
 pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: MPI_Comm) -> MpiResult<()> {
-    let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
-    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
+    let (datatype, len) = words(data.len())?;
     // SAFETY: the real routine; `data` holds `len` 64-bit words.
     check(unsafe {
         transmute::<*mut c_void, SendFn>(SEND.get())(
@@ -346,8 +350,7 @@ pub fn recv_u64s_into(
     tag: c_int,
     comm: MPI_Comm,
 ) -> MpiResult<()> {
-    let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
-    let len = c_int::try_from(into.len()).map_err(|_| MpiError(-1))?;
+    let (datatype, len) = words(into.len())?;
     // SAFETY: the real routine; `into` has room for `len` words; the status is ignored.
     check(unsafe {
         transmute::<*mut c_void, RecvFn>(RECV.get())(
