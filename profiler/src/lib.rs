@@ -53,3 +53,4 @@ pub mod thread_parts;
 pub mod threads;
 pub mod trace;
 pub mod traffic;
+pub mod tree;

@@ -18,7 +18,7 @@ use crate::generated::wrappers::{
     NEXT_MPI_Graph_neighbors_count as GRAPH_NEIGHBORS_COUNT, NEXT_MPI_Group_free as GROUP_FREE,
     NEXT_MPI_Group_size as GROUP_SIZE, NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS,
     NEXT_MPI_Iprobe as IPROBE, NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV,
-    NEXT_MPI_Reduce as REDUCE, NEXT_MPI_Send as SEND, NEXT_MPI_Topo_test as TOPO_TEST,
+    NEXT_MPI_Send as SEND, NEXT_MPI_Sendrecv as SENDRECV, NEXT_MPI_Topo_test as TOPO_TEST,
 };
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
@@ -46,14 +46,19 @@ type CommDupFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int;
 type CommFreeFn = unsafe extern "C" fn(*mut MPI_Comm) -> c_int;
 type CommSplitTypeFn =
     unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int;
-type ReduceFn = unsafe extern "C" fn(
+type SendrecvFn = unsafe extern "C" fn(
     *const c_void,
+    c_int,
+    MPI_Datatype,
+    c_int,
+    c_int,
     *mut c_void,
     c_int,
     MPI_Datatype,
-    MPI_Op,
+    c_int,
     c_int,
     MPI_Comm,
+    *mut crate::ffi::MPI_Status,
 ) -> c_int;
 type AllreduceFn = unsafe extern "C" fn(
     *const c_void,
@@ -152,106 +157,120 @@ impl Drop for OwnComm {
     }
 }
 
-/// Element types of the finalize reduction.
-pub trait ReduceElement: Copy {
-    const TYPE: Predefined;
-}
+pub use crate::tree::{Op, Part};
 
-impl ReduceElement for u64 {
-    const TYPE: Predefined = Predefined::Uint64;
-}
+/// The tag of the reductions' messages (on our own duplicate, where no user message can be).
+const TREE_TAG: c_int = 0x6d73;
 
-/// `MPI_LONG_INT`: a value and the rank holding it, for `MPI_MAXLOC`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ValueRank {
-    pub value: i64,
-    pub rank: c_int,
-}
+/// Point-to-point on a communicator for [`crate::tree`] (in `.text.finalize` with it).
+struct OnComm(MPI_Comm);
 
-impl ReduceElement for ValueRank {
-    const TYPE: Predefined = Predefined::LongInt;
-}
-
-/// The reduction operations the profiler uses.
-#[derive(Clone, Copy)]
-pub enum Op {
-    Sum,
-    Min,
-    Max,
-    MaxLoc,
-    /// Bitwise or (of masks).
-    BitOr,
-}
-
-impl Op {
-    fn handle(self) -> Predefined {
-        match self {
-            Op::Sum => Predefined::OpSum,
-            Op::Min => Predefined::OpMin,
-            Op::Max => Predefined::OpMax,
-            Op::MaxLoc => Predefined::OpMaxLoc,
-            Op::BitOr => Predefined::OpBitOr,
-        }
+impl crate::tree::Link for OnComm {
+    type Error = MpiError;
+    #[link_section = ".text.finalize.mpistat"]
+    fn send(&mut self, to: usize, data: &[u64]) -> MpiResult<()> {
+        send_u64s(data, to as c_int, TREE_TAG, self.0)
+    }
+    #[link_section = ".text.finalize.mpistat"]
+    fn recv(&mut self, from: usize, into: &mut [u64]) -> MpiResult<()> {
+        recv_u64s_into(into, from as c_int, TREE_TAG, self.0)
+    }
+    #[link_section = ".text.finalize.mpistat"]
+    fn exchange(&mut self, peer: usize, data: &[u64], into: &mut [u64]) -> MpiResult<()> {
+        let (datatype, send_len) = words(data.len())?;
+        let (_, recv_len) = words(into.len())?;
+        // SAFETY: the real routine; `data` and `into` hold their lengths' 64-bit words.
+        check(unsafe {
+            transmute::<*mut c_void, SendrecvFn>(SENDRECV.get())(
+                data.as_ptr().cast(),
+                send_len,
+                datatype,
+                peer as c_int,
+                TREE_TAG,
+                into.as_mut_ptr().cast(),
+                recv_len,
+                datatype,
+                peer as c_int,
+                TREE_TAG,
+                self.0,
+                crate::family::STATUS_IGNORE,
+            )
+        })
     }
 }
 
-/// `MPI_Reduce` of `data` to rank 0 of `comm`; returns the result on rank 0, `None` elsewhere.
-pub fn reduce_to_root<T: ReduceElement + Default>(
-    data: &[T],
-    op: Op,
-    comm: &OwnComm,
-) -> MpiResult<Option<Vec<T>>> {
-    let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
-    let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
-    let root = comm_rank(comm.0)? == 0;
-    // The root's result buffer starts as its own contribution, which a correct reduction
-    // overwrites: MPICH 4.0.2's device-level reduce (ch4 composition) reduces the root's
-    // *result* buffer instead of its send buffer when the root is alone on its node and the
-    // data exceeds 2 KiB (tests/tests/nodes.rs, a 1+2+1 layout), which the copy makes right.
-    let mut out = if root { data.to_vec() } else { Vec::new() };
-    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
-    // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type
-    // (out only on the root, where MPI writes it).
-    check(unsafe {
-        transmute::<*mut c_void, ReduceFn>(REDUCE.get())(
-            data.as_ptr().cast(),
-            if root {
-                out.as_mut_ptr().cast()
-            } else {
-                std::ptr::null_mut()
-            },
-            len,
-            datatype,
-            mpi_op,
-            0,
-            comm.0,
-        )
-    })?;
-    Ok(root.then_some(out))
+/// The caller's rank and the size of `comm`.
+#[link_section = ".text.finalize.mpistat"]
+fn rank_and_size(comm: MPI_Comm) -> MpiResult<(usize, usize)> {
+    let rank = usize::try_from(comm_rank(comm)?).map_err(|_| MpiError(-1))?;
+    let size = usize::try_from(comm_size(comm)?).map_err(|_| MpiError(-1))?;
+    Ok((rank, size))
 }
 
-/// `MPI_Allreduce` of `data` over `comm` (collective): the result on every rank.
-pub fn allreduce<T: ReduceElement + Default>(
-    data: &[T],
-    op: Op,
+/// Reduce several vectors at once to rank 0 of `comm` (collective; one pass of a binomial tree
+/// of point-to-point messages, [`crate::tree::to_root`]), each with its operation; the results
+/// in the same order on rank 0, `None` elsewhere.
+#[link_section = ".text.finalize.mpistat"]
+pub fn reduce_each_to_root(
+    vectors: &[(Op, &[u64])],
     comm: &OwnComm,
-) -> MpiResult<Vec<T>> {
-    allreduce_on(data, op, comm.0)
+) -> MpiResult<Option<Vec<Vec<u64>>>> {
+    let (rank, size) = rank_and_size(comm.0)?;
+    let parts: Vec<Part> = vectors
+        .iter()
+        .map(|(op, v)| Part {
+            op: *op,
+            len: v.len(),
+        })
+        .collect();
+    let mut data: Vec<u64> = vectors
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .collect();
+    if !crate::tree::to_root(&mut OnComm(comm.0), rank, size, &parts, &mut data)? {
+        return Ok(None);
+    }
+    let mut rest = &data[..];
+    Ok(Some(
+        parts
+            .iter()
+            .map(|p| {
+                let (this, after) = rest.split_at(p.len);
+                rest = after;
+                this.to_vec()
+            })
+            .collect(),
+    ))
 }
 
-/// [`allreduce`] on any communicator (e.g. `MPI_COMM_WORLD` inside `MPI_Init`, where the user
-/// cannot have a collective in progress).
-pub fn allreduce_on<T: ReduceElement + Default>(
-    data: &[T],
-    op: Op,
-    comm: MPI_Comm,
-) -> MpiResult<Vec<T>> {
-    let datatype: MPI_Datatype = predefined(T::TYPE).ok_or(MpiError(-1))?;
-    let mpi_op: MPI_Op = predefined(op.handle()).ok_or(MpiError(-1))?;
-    let mut out = vec![T::default(); data.len()];
-    let len = c_int::try_from(data.len()).map_err(|_| MpiError(-1))?;
-    // SAFETY: the real routine; `data` and `out` hold `len` elements of the matching MPI type.
+/// The reduction of `data` to rank 0 of `comm` (collective): the result on rank 0, `None`
+/// elsewhere.
+#[link_section = ".text.finalize.mpistat"]
+pub fn reduce_to_root(data: &[u64], op: Op, comm: &OwnComm) -> MpiResult<Option<Vec<u64>>> {
+    Ok(reduce_each_to_root(&[(op, data)], comm)?.and_then(|mut v| v.pop()))
+}
+
+/// The reduction of `data` over `comm` (collective): the result on every rank (recursive
+/// doubling of point-to-point messages, [`crate::tree::to_all`]).
+#[link_section = ".text.finalize.mpistat"]
+pub fn allreduce(data: &[u64], op: Op, comm: &OwnComm) -> MpiResult<Vec<u64>> {
+    let (rank, size) = rank_and_size(comm.0)?;
+    let mut out = data.to_vec();
+    let parts = [Part {
+        op,
+        len: data.len(),
+    }];
+    crate::tree::to_all(&mut OnComm(comm.0), rank, size, &parts, &mut out)?;
+    Ok(out)
+}
+
+/// MPI's `MPI_Allreduce` with `MPI_MAX` of `data` on any communicator (`MPI_COMM_WORLD` inside
+/// `MPI_Init`, where the user cannot have a collective in progress: trace mode's agreement).
+pub fn allreduce_max_on(data: &[u64], comm: MPI_Comm) -> MpiResult<Vec<u64>> {
+    let (datatype, len) = words(data.len())?;
+    let mpi_op: MPI_Op = predefined(Predefined::OpMax).ok_or(MpiError(-1))?;
+    let mut out = vec![0u64; data.len()];
+    // SAFETY: the real routine; `data` and `out` hold `len` 64-bit words.
     check(unsafe {
         transmute::<*mut c_void, AllreduceFn>(ALLREDUCE.get())(
             data.as_ptr().cast(),
@@ -294,14 +313,21 @@ type GraphNeighborsCountFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -
 type DistGraphNeighborsCountFn =
     unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int;
 
+/// `MPI_UINT64_T` and `n` as an MPI count.
+#[inline]
+fn words(n: usize) -> MpiResult<(MPI_Datatype, c_int)> {
+    let datatype: MPI_Datatype = predefined(Predefined::Uint64).ok_or(MpiError(-1))?;
+    Ok((datatype, c_int::try_from(n).map_err(|_| MpiError(-1))?))
+}
+
 /// `MPI_Send` of `data` (64-bit words) to `dest` of `comm`.
 pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: MPI_Comm) -> MpiResult<()> {
-    let datatype: MPI_Datatype = predefined(u64::TYPE).ok_or(MpiError(-1))?;
+    let (datatype, len) = words(data.len())?;
     // SAFETY: the real routine; `data` holds `len` 64-bit words.
     check(unsafe {
         transmute::<*mut c_void, SendFn>(SEND.get())(
             data.as_ptr().cast(),
-            data.len() as c_int,
+            len,
             datatype,
             dest,
             tag,
@@ -312,22 +338,31 @@ pub fn send_u64s(data: &[u64], dest: c_int, tag: c_int, comm: MPI_Comm) -> MpiRe
 
 /// `MPI_Recv` of `N` 64-bit words from `source` of `comm`.
 pub fn recv_u64s<const N: usize>(source: c_int, tag: c_int, comm: MPI_Comm) -> MpiResult<[u64; N]> {
-    let datatype: MPI_Datatype = predefined(u64::TYPE).ok_or(MpiError(-1))?;
     let mut out = [0u64; N];
-    let mut status = std::mem::MaybeUninit::<crate::ffi::MPI_Status>::uninit();
-    // SAFETY: the real routine; `out` has room for N words; MPI fills `status`.
+    recv_u64s_into(&mut out, source, tag, comm)?;
+    Ok(out)
+}
+
+/// `MPI_Recv` of `into.len()` 64-bit words from `source` of `comm`.
+pub fn recv_u64s_into(
+    into: &mut [u64],
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+) -> MpiResult<()> {
+    let (datatype, len) = words(into.len())?;
+    // SAFETY: the real routine; `into` has room for `len` words; the status is ignored.
     check(unsafe {
         transmute::<*mut c_void, RecvFn>(RECV.get())(
-            out.as_mut_ptr().cast(),
-            N as c_int,
+            into.as_mut_ptr().cast(),
+            len,
             datatype,
             source,
             tag,
             comm,
-            status.as_mut_ptr(),
+            crate::family::STATUS_IGNORE,
         )
-    })?;
-    Ok(out)
+    })
 }
 
 /// [`recv_u64s`] that waits for the message by probing and yielding the processor between

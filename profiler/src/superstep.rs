@@ -25,7 +25,7 @@
 
 use crate::family::Handle;
 use crate::ffi::MPI_Comm;
-use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_to_root, Op, OwnComm};
+use crate::mpi::{allreduce, comm_is_inter, comm_size, reduce_each_to_root, Op, OwnComm};
 use crate::spin::SpinLock;
 use crate::thread_parts::SpansCache;
 use crate::threads::ThreadTable;
@@ -601,9 +601,9 @@ pub fn reduce(
         b[s + OTHER_MPI] = other;
         b[s + RANKS] = 1;
     }
-    let max = reduce_to_root(&v, Op::Max, comm)?;
-    let sum = reduce_to_root(&v, Op::Sum, comm)?;
-    let (Some(max), Some(sum)) = (max, sum) else {
+    // One pass of the tree for both.
+    let reduced = reduce_each_to_root(&[(Op::Max, &v), (Op::Sum, &v)], comm)?;
+    let Some([max, sum]) = reduced.and_then(|r| <[Vec<u64>; 2]>::try_from(r).ok()) else {
         return Ok(None);
     };
     let routines: Vec<u32> = steps.slots.iter().map(|s| s.routine).collect();

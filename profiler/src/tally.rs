@@ -10,7 +10,7 @@
 //! reduction's: a rank that did not call a used routine gives zeros for it.
 
 use crate::generated::routines::N_ROUTINES;
-use crate::mpi::{allreduce, reduce_to_root, MpiResult, Op, OwnComm, ValueRank};
+use crate::mpi::{allreduce, reduce_each_to_root, MpiResult, Op, OwnComm};
 use crate::threads::TABLES;
 use mpistat_record::model::{Stat, HIST_BUCKETS};
 use std::sync::atomic::Ordering::Relaxed;
@@ -268,36 +268,33 @@ impl Reduced {
         comm: &OwnComm,
     ) -> MpiResult<Option<Reduced>> {
         let layout = Layout::agree(t, comm)?;
-        let sums = reduce_to_root(
-            &layout.sums(t, [node_leader as u64, pmpi_tool as u64]),
-            Op::Sum,
+        let sums = layout.sums(t, [node_leader as u64, pmpi_tool as u64]);
+        let extremes = layout.extremes(t);
+        let located = located(&extremes, crate::mpi::comm_rank(comm.0)? as u64);
+        // One pass of the tree for the three.
+        let reduced = reduce_each_to_root(
+            &[
+                (Op::Sum, &sums),
+                (Op::Min, &extremes),
+                (Op::MaxLoc, &located),
+            ],
             comm,
         )?;
-        let extremes = layout.extremes(t);
-        let mins = reduce_to_root(&extremes, Op::Min, comm)?;
-        let rank = crate::mpi::comm_rank(comm.0)?;
-        let located: Vec<ValueRank> = extremes
-            .iter()
-            .map(|v| ValueRank {
-                value: (*v).min(i64::MAX as u64) as i64,
-                rank,
-            })
-            .collect();
-        drop(extremes);
-        let maxes = reduce_to_root(&located, Op::MaxLoc, comm)?;
-        let (Some(sums), Some(mins), Some(maxes)) = (sums, mins, maxes) else {
+        let Some([sums, mins, maxes]) = reduced.and_then(|r| <[Vec<u64>; 3]>::try_from(r).ok())
+        else {
             return Ok(None);
         };
         Ok(Some(Reduced::unpack(&layout, &sums, &mins, &maxes)))
     }
 
-    /// The statistics from the reduced vectors of `layout` ([`Layout::sums`], [`Layout::extremes`]).
-    fn unpack(layout: &Layout, sums: &[u64], mins: &[u64], maxes: &[ValueRank]) -> Reduced {
+    /// The statistics from the reduced vectors of `layout` ([`Layout::sums`], [`Layout::extremes`]
+    /// and the (value, rank) pairs of the maxima, [`located`]).
+    fn unpack(layout: &Layout, sums: &[u64], mins: &[u64], maxes: &[u64]) -> Reduced {
         let stat = |sum: u64, i: usize| Stat {
             sum,
             min: mins[i],
-            max: maxes[i].value as u64,
-            max_rank: maxes[i].rank as u32,
+            max: maxes[2 * i],
+            max_rank: maxes[2 * i + 1] as u32,
         };
         let (mut s, mut e) = (0, 0);
         let mut routines = Vec::with_capacity(layout.used.len());
@@ -332,6 +329,15 @@ impl Reduced {
     pub fn job(&self, what: JobValue) -> Stat {
         self.job[what as usize]
     }
+}
+
+/// The (value, rank) pairs of [`Op::MaxLoc`] for `values` of `rank`. Values are capped at
+/// `i64::MAX`, as when they were `MPI_LONG_INT`'s (no figure of the record changes).
+fn located(values: &[u64], rank: u64) -> Vec<u64> {
+    values
+        .iter()
+        .flat_map(|v| [(*v).min(i64::MAX as u64), rank])
+        .collect()
 }
 
 /// `hist` without its empty buckets at the end.
@@ -408,14 +414,11 @@ mod tests {
         .collect();
         let extremes = columns(ranks.iter().map(|t| layout.extremes(t)).collect());
         let mins: Vec<u64> = extremes.iter().map(|c| *c.iter().min().unwrap()).collect();
-        let maxes: Vec<ValueRank> = extremes
+        let maxes: Vec<u64> = extremes
             .iter()
-            .map(|c| {
+            .flat_map(|c| {
                 let max = *c.iter().max().unwrap();
-                ValueRank {
-                    value: max as i64,
-                    rank: c.iter().position(|v| *v == max).unwrap() as i32,
-                }
+                [max, c.iter().position(|v| *v == max).unwrap() as u64]
             })
             .collect();
         Reduced::unpack(&layout, &sums, &mins, &maxes)

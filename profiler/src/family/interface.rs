@@ -84,12 +84,8 @@ pub enum Predefined {
     InfoNull,
     RequestNull,
     Uint64,
-    LongInt,
-    OpSum,
-    OpMin,
+    /// `MPI_MAX`, for the one reduction left to MPI ([`crate::mpi::allreduce_max_on`]).
     OpMax,
-    OpMaxLoc,
-    OpBitOr,
 }
 
 /// What a family is to the profiler.

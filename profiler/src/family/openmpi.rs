@@ -40,12 +40,7 @@ impl Family for OpenMpi {
             Predefined::InfoNull => c"ompi_mpi_info_null",
             Predefined::RequestNull => c"ompi_request_null",
             Predefined::Uint64 => c"ompi_mpi_uint64_t",
-            Predefined::LongInt => c"ompi_mpi_long_int",
-            Predefined::OpSum => c"ompi_mpi_op_sum",
-            Predefined::OpMin => c"ompi_mpi_op_min",
             Predefined::OpMax => c"ompi_mpi_op_max",
-            Predefined::OpMaxLoc => c"ompi_mpi_op_maxloc",
-            Predefined::OpBitOr => c"ompi_mpi_op_bor",
         };
         let p = crate::next::mpi_object(symbol);
         (!p.is_null()).then(|| p.key())

@@ -84,7 +84,7 @@ pub fn start_if_wanted(
                 return;
             };
             let mine = u64::from(wish_level(wish));
-            let Ok(agreed) = mpi::allreduce_on(&[mine], mpi::Op::Max, world) else {
+            let Ok(agreed) = mpi::allreduce_max_on(&[mine], world) else {
                 return;
             };
             agreed[0]
