@@ -147,6 +147,33 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// Forget every thread's [`Memo`]s (their answers may have changed).
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
+    forget_world_memos();
+}
+
+/// The routines whose memo on the main thread holds a [`Memo::world`] (bit `id % 64` of word
+/// `id / 64`): [`forget_world_memos`] clears those alone, touching no other routine's memory.
+static WORLD_MEMOS: [AtomicU64; N_ROUTINES.div_ceil(64)] =
+    [const { AtomicU64::new(0) }; N_ROUTINES.div_ceil(64)];
+
+/// Clear every [`Memo::world`] of the main thread's table, so that a synchronising collective's
+/// steady test, which compares no generation, fails until the memo is stored again: where the
+/// generation moves ([`forget_memos`]: a datatype or communicator freed, the node map learned)
+/// and where supersteps stop being kept without the lock (`superstep::finish`). A world is only
+/// stored while they are so kept, below `MPI_THREAD_MULTIPLE`, where no other MPI call overlaps
+/// the one that gets here; at `MPI_THREAD_MULTIPLE` none is stored, and this stores nothing.
+pub fn forget_world_memos() {
+    if crate::superstep::world_unlocked() == 0 {
+        return;
+    }
+    let routines = &crate::threads::main_table().routines;
+    for (word, bits) in WORLD_MEMOS.iter().enumerate() {
+        let mut bits = bits.swap(0, Relaxed);
+        while bits != 0 {
+            let id = word * 64 + bits.trailing_zeros() as usize;
+            routines[id].memo.world.store(0, Relaxed);
+            bits &= bits - 1;
+        }
+    }
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -541,18 +568,53 @@ impl Memo {
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
             tested(datatype.key_is_at(self.datatype.as_ptr()))
-                && tested(if int_count && cfg!(target_endian = "little") {
-                    // Only this routine's calls, all with an `int` count, store its memo's
-                    // count: a widened `int` (or its complement, in place), whose upper half
-                    // follows from its lower one. Equal lower halves are equal counts, and
-                    // one compare with memory, without widening the argument first.
-                    *self.count.as_ptr().cast::<i32>() == count as i32
-                } else {
-                    *self.count.as_ptr() == count
-                })
+                && tested(self.count_is(count, int_count))
                 && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
                 && tested(comm.key_is_at(self.comm.as_ptr()))
                 && tested(*self.generation.as_ptr() == generation())
+        }
+    }
+
+    /// [`Memo::holds_own`] for a synchronising collective without a peer, and whether `comm`
+    /// is `MPI_COMM_WORLD` with supersteps kept without the lock (`superstep::steady`): one
+    /// compare of `comm` with [`Memo::world`], which holds the key only while both held at the
+    /// memo's store and nothing its generation guards changed since (`forget_world_memos`).
+    /// Three compares and branches instead of five, one of them with a load more (the
+    /// generation's): 5 instructions a call (bench/instructions.sh).
+    #[inline(always)]
+    fn holds_on_world(
+        &self,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        comm: MPI_Comm,
+        int_count: bool,
+    ) -> bool {
+        // SAFETY: as in `holds_own`; `world` is written by other threads only below
+        // `MPI_THREAD_MULTIPLE`, inside MPI calls that no call of this thread overlaps.
+        unsafe {
+            tested(datatype.key_is_at(self.datatype.as_ptr()))
+                && tested(self.count_is(count, int_count))
+                && tested(comm.key_is_at(self.world.as_ptr()))
+        }
+    }
+
+    /// Whether the memo's count is `count`, on the thread that owns the memo.
+    ///
+    /// # Safety
+    /// As in [`Memo::holds_own`].
+    #[inline(always)]
+    unsafe fn count_is(&self, count: MPI_Count, int_count: bool) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe {
+            if int_count {
+                // Only this routine's calls, all with an `int` count, store its memo's count:
+                // a widened `int` (or its complement, in place), whose upper half follows from
+                // its lower one. Equal lower halves are equal counts, and one compare with
+                // memory, without widening the argument first.
+                *crate::family::lower_half(self.count.as_ptr()) == count as i32
+            } else {
+                *self.count.as_ptr() == count
+            }
         }
     }
 }
@@ -718,17 +780,37 @@ fn measure_elements(
 /// before the call ([`crate::rt::steady`]): nothing moved, or its routine's last key (its
 /// memo's generation still the current one: a handle freed meanwhile by another thread leaves
 /// what the memo measured for the handle this call was given).
+///
+/// For a synchronising collective (`superstep`, a constant) also whether `comm` is
+/// `MPI_COMM_WORLD` with supersteps kept without the lock (`crate::superstep::steady`): with
+/// its memo's test in one compare where it has no peer ([`Memo::holds_on_world`]).
 #[inline(always)]
-pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm, int_count: bool) -> bool {
+pub fn steady(
+    routine: &Routine,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    superstep: bool,
+    int_count: bool,
+) -> bool {
     match traffic {
-        Traffic::None => true,
+        Traffic::None => !superstep || tested(crate::superstep::steady(comm)),
         Traffic::Elements {
             count,
             datatype,
             peer,
-        } => routine
+        } if superstep && peer == NO_PEER => routine
             .memo
-            .holds_own(count, datatype, peer, comm, int_count),
+            .holds_on_world(count, datatype, comm, int_count),
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => {
+            routine
+                .memo
+                .holds_own(count, datatype, peer, comm, int_count)
+                && (!superstep || tested(crate::superstep::steady(comm)))
+        }
         _ => false,
     }
 }
@@ -895,6 +977,7 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
         crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
     else {
         memo.generation.store(0, Relaxed);
+        memo.world.store(0, Relaxed);
         memo.elements.store(0, Relaxed);
         memo.bytes.store(0, Relaxed);
         memo.sent.store(0, Relaxed);
@@ -911,6 +994,8 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
     memo.count.store(count, Relaxed);
     memo.peer.store(peer, Relaxed);
     memo.comm.store(comm.key(), Relaxed);
+    memo.world
+        .store(world_of(table, id, comm, generation), Relaxed);
     memo.generation.store(generation, Relaxed);
     memo.elements.store(m.count, Relaxed);
     memo.bytes.store(m.bytes, Relaxed);
@@ -920,6 +1005,22 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
     let (on, off) = placed.unwrap_or_default();
     memo.on_node.store(on, Relaxed);
     memo.off_node.store(off, Relaxed);
+}
+
+/// The [`Memo::world`] of routine `id`'s memo in `table`, stored with a key on `comm` of
+/// `generation` (0: none): `comm`'s key on the main thread's table if it is `MPI_COMM_WORLD`
+/// with supersteps kept without the lock (noted in [`WORLD_MEMOS`]), else 0.
+fn world_of(table: &ThreadTable, id: RoutineId, comm: MPI_Comm, generation: u64) -> usize {
+    let world = crate::superstep::world_unlocked();
+    if generation == 0
+        || world == 0
+        || comm.key() != world
+        || !std::ptr::eq(table, crate::threads::main_table())
+    {
+        return 0;
+    }
+    WORLD_MEMOS[id / 64].fetch_or(1 << (id % 64), Relaxed);
+    world
 }
 
 /// What the last call of routine `id` that [`record`] added on this thread came to (trace mode
