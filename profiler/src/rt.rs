@@ -300,13 +300,14 @@ pub fn steady_key(
 ) -> bool {
     // Each test a branch of its own to the unsteady copy, in this order
     // ([`crate::traffic::tested`]).
-    crate::traffic::steady(
-        &main_table().routines[id],
-        traffic,
-        comm,
-        superstep,
-        int_count,
-    )
+    let routine = &main_table().routines[id];
+    if superstep {
+        if let Some(steady) = crate::traffic::steady_on_world(routine, traffic, comm, int_count) {
+            return steady;
+        }
+    }
+    crate::traffic::steady(routine, traffic, comm, int_count)
+        && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)))
 }
 
 /// Start a call that [`steady`] let through: the thread is inside MPI from here.

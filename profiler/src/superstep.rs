@@ -370,8 +370,9 @@ static WORLD: AtomicUsize = AtomicUsize::new(0);
 /// read-modify-write per global collective).
 static SHARED: AtomicBool = AtomicBool::new(true);
 /// [`WORLD`] while supersteps are kept without the lock (from [`start`] to [`finish`], below
-/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path.
-static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
+/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path. With the main
+/// thread's table, whose memos keep it (`threads::forget_world_memos`).
+use crate::threads::WORLD_UNLOCKED;
 /// Supersteps kept from [`prepare`] (or [`start`]) to [`finish`]; [`State::NONE`] otherwise.
 static STATE: SpinLock<State> = SpinLock::new(State::NONE);
 
@@ -461,13 +462,6 @@ pub fn boundary(t0: u64, t1: u64, table: &ThreadTable, id: usize, comm: MPI_Comm
     unsafe { STATE.unlocked() }.end(t0, t1, table.mpi_ticks.load(Relaxed), id as u32);
 }
 
-/// `MPI_COMM_WORLD`'s key while supersteps are kept without the lock, else 0 (what
-/// [`steady`] compares with): a memo stored on it keeps it (`traffic::Memo::world`).
-#[inline(always)]
-pub fn world_unlocked() -> usize {
-    WORLD_UNLOCKED.load(Relaxed)
-}
-
 /// Whether a successful synchronising collective on `comm` would end a superstep by
 /// [`boundary`]'s common path (`MPI_COMM_WORLD`, below `MPI_THREAD_MULTIPLE`, supersteps kept),
 /// tested before the call ([`crate::rt::steady`]): `WORLD_UNLOCKED` changes only inside
@@ -529,7 +523,7 @@ pub fn finish(now: u64) -> Option<Steps> {
     // Only if written (at `MPI_THREAD_MULTIPLE` never: [`steady`] reads it without an atomic).
     if WORLD_UNLOCKED.load(Relaxed) != 0 {
         // Memos stored on it stop taking the steady path with it.
-        crate::traffic::forget_world_memos();
+        crate::threads::forget_world_memos();
         WORLD_UNLOCKED.store(0, Relaxed);
     }
     let mut st = std::mem::replace(&mut *STATE.lock(), State::NONE);

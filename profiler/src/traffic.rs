@@ -147,33 +147,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// Forget every thread's [`Memo`]s (their answers may have changed).
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
-    forget_world_memos();
-}
-
-/// The routines whose memo on the main thread holds a [`Memo::world`] (bit `id % 64` of word
-/// `id / 64`): [`forget_world_memos`] clears those alone, touching no other routine's memory.
-static WORLD_MEMOS: [AtomicU64; N_ROUTINES.div_ceil(64)] =
-    [const { AtomicU64::new(0) }; N_ROUTINES.div_ceil(64)];
-
-/// Clear every [`Memo::world`] of the main thread's table, so that a synchronising collective's
-/// steady test, which compares no generation, fails until the memo is stored again: where the
-/// generation moves ([`forget_memos`]: a datatype or communicator freed, the node map learned)
-/// and where supersteps stop being kept without the lock (`superstep::finish`). A world is only
-/// stored while they are so kept, below `MPI_THREAD_MULTIPLE`, where no other MPI call overlaps
-/// the one that gets here; at `MPI_THREAD_MULTIPLE` none is stored, and this stores nothing.
-pub fn forget_world_memos() {
-    if crate::superstep::world_unlocked() == 0 {
-        return;
-    }
-    let routines = &crate::threads::main_table().routines;
-    for (word, bits) in WORLD_MEMOS.iter().enumerate() {
-        let mut bits = bits.swap(0, Relaxed);
-        while bits != 0 {
-            let id = word * 64 + bits.trailing_zeros() as usize;
-            routines[id].memo.world.store(0, Relaxed);
-            bits &= bits - 1;
-        }
-    }
+    crate::threads::forget_world_memos();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -578,7 +552,8 @@ impl Memo {
     /// [`Memo::holds_own`] for a synchronising collective without a peer, and whether `comm`
     /// is `MPI_COMM_WORLD` with supersteps kept without the lock (`superstep::steady`): one
     /// compare of `comm` with [`Memo::world`], which holds the key only while both held at the
-    /// memo's store and nothing its generation guards changed since (`forget_world_memos`).
+    /// memo's store and nothing its generation guards changed since
+    /// (`threads::forget_world_memos`).
     /// Three compares and branches instead of five, one of them with a load more (the
     /// generation's): 5 instructions a call (bench/instructions.sh).
     #[inline(always)]
@@ -780,38 +755,42 @@ fn measure_elements(
 /// before the call ([`crate::rt::steady`]): nothing moved, or its routine's last key (its
 /// memo's generation still the current one: a handle freed meanwhile by another thread leaves
 /// what the memo measured for the handle this call was given).
-///
-/// For a synchronising collective (`superstep`, a constant) also whether `comm` is
-/// `MPI_COMM_WORLD` with supersteps kept without the lock (`crate::superstep::steady`): with
-/// its memo's test in one compare where it has no peer ([`Memo::holds_on_world`]).
 #[inline(always)]
-pub fn steady(
+pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm, int_count: bool) -> bool {
+    match traffic {
+        Traffic::None => true,
+        Traffic::Elements {
+            count,
+            datatype,
+            peer,
+        } => routine
+            .memo
+            .holds_own(count, datatype, peer, comm, int_count),
+        _ => false,
+    }
+}
+
+/// [`steady`] of a synchronising collective, with whether `comm` is `MPI_COMM_WORLD` with
+/// supersteps kept without the lock: `Some` where its traffic has no peer ([`Memo::holds_on_world`]
+/// then answers both in one compare), else `None` (a constant in each wrapper).
+#[inline(always)]
+pub fn steady_on_world(
     routine: &Routine,
     traffic: Traffic,
     comm: MPI_Comm,
-    superstep: bool,
     int_count: bool,
-) -> bool {
+) -> Option<bool> {
     match traffic {
-        Traffic::None => !superstep || tested(crate::superstep::steady(comm)),
         Traffic::Elements {
             count,
             datatype,
-            peer,
-        } if superstep && peer == NO_PEER => routine
-            .memo
-            .holds_on_world(count, datatype, comm, int_count),
-        Traffic::Elements {
-            count,
-            datatype,
-            peer,
-        } => {
+            peer: NO_PEER,
+        } => Some(
             routine
                 .memo
-                .holds_own(count, datatype, peer, comm, int_count)
-                && (!superstep || tested(crate::superstep::steady(comm)))
-        }
-        _ => false,
+                .holds_on_world(count, datatype, comm, int_count),
+        ),
+        _ => None,
     }
 }
 
@@ -1009,9 +988,9 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
 
 /// The [`Memo::world`] of routine `id`'s memo in `table`, stored with a key on `comm` of
 /// `generation` (0: none): `comm`'s key on the main thread's table if it is `MPI_COMM_WORLD`
-/// with supersteps kept without the lock (noted in [`WORLD_MEMOS`]), else 0.
+/// with supersteps kept without the lock (noted: `threads::forget_world_memos`), else 0.
 fn world_of(table: &ThreadTable, id: RoutineId, comm: MPI_Comm, generation: u64) -> usize {
-    let world = crate::superstep::world_unlocked();
+    let world = crate::threads::world_unlocked();
     if generation == 0
         || world == 0
         || comm.key() != world
@@ -1019,7 +998,7 @@ fn world_of(table: &ThreadTable, id: RoutineId, comm: MPI_Comm, generation: u64)
     {
         return 0;
     }
-    WORLD_MEMOS[id / 64].fetch_or(1 << (id % 64), Relaxed);
+    crate::threads::note_world_memo(id);
     world
 }
 
