@@ -541,8 +541,7 @@ impl Memo {
         // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
-            tested(datatype.key_is_at(self.datatype.as_ptr()))
-                && tested(self.count_is(count, int_count))
+            self.holds_type_and_count(count, datatype, int_count)
                 && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
                 && tested(comm.key_is_at(self.comm.as_ptr()))
                 && tested(*self.generation.as_ptr() == generation())
@@ -567,9 +566,27 @@ impl Memo {
         // SAFETY: as in `holds_own`; `world` is written by other threads only below
         // `MPI_THREAD_MULTIPLE`, inside MPI calls that no call of this thread overlaps.
         unsafe {
+            self.holds_type_and_count(count, datatype, int_count)
+                && tested(comm.key_is_at(self.world.as_ptr()))
+        }
+    }
+
+    /// A steady test's first two, each a branch of its own ([`tested`]): the datatype and
+    /// the count.
+    ///
+    /// # Safety
+    /// As in [`Memo::holds_own`].
+    #[inline(always)]
+    unsafe fn holds_type_and_count(
+        &self,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        int_count: bool,
+    ) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe {
             tested(datatype.key_is_at(self.datatype.as_ptr()))
                 && tested(self.count_is(count, int_count))
-                && tested(comm.key_is_at(self.world.as_ptr()))
         }
     }
 
