@@ -302,7 +302,13 @@ pub fn steady_key(
 ) -> bool {
     // Each test a branch of its own to the unsteady copy, in this order
     // ([`crate::traffic::tested`]).
-    crate::traffic::steady(&main_table().routines[id], traffic, comm, int_count)
+    let routine = &main_table().routines[id];
+    if superstep {
+        if let Some(steady) = crate::traffic::steady_on_world(routine, traffic, comm, int_count) {
+            return steady;
+        }
+    }
+    crate::traffic::steady(routine, traffic, comm, int_count)
         && (!superstep || crate::traffic::tested(crate::superstep::steady(comm)))
 }
 
@@ -328,15 +334,9 @@ pub fn enter_steady(via_pmpi: bool) -> Steady {
 pub fn memo_count(id: RoutineId) -> c_int {
     let count = main_table().routines[id].memo.count.as_ptr();
     // SAFETY: a valid, aligned atomic that only this thread writes; the volatile read is one
-    // load here, not a value the compiler keeps from before the clock read. Its lower half
-    // (the first four bytes, little-endian) is the widened `int`.
-    unsafe {
-        if cfg!(target_endian = "little") {
-            std::ptr::read_volatile(count.cast::<c_int>())
-        } else {
-            std::ptr::read_volatile(count) as c_int
-        }
-    }
+    // load here, not a value the compiler keeps from before the clock read. Its lower half is
+    // the widened `int`.
+    unsafe { std::ptr::read_volatile(crate::family::lower_half(count)) }
 }
 
 /// The main thread's state, on the main thread ([`plain_here`] held): at a fixed address.

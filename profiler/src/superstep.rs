@@ -370,8 +370,9 @@ static WORLD: AtomicUsize = AtomicUsize::new(0);
 /// read-modify-write per global collective).
 static SHARED: AtomicBool = AtomicBool::new(true);
 /// [`WORLD`] while supersteps are kept without the lock (from [`start`] to [`finish`], below
-/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path.
-static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
+/// `MPI_THREAD_MULTIPLE`), else 0: [`boundary`]'s one test on its common path. With the main
+/// thread's table, whose memos keep it (`threads::forget_world_memos`).
+use crate::threads::WORLD_UNLOCKED;
 /// Supersteps kept from [`prepare`] (or [`start`]) to [`finish`]; [`State::NONE`] otherwise.
 static STATE: SpinLock<State> = SpinLock::new(State::NONE);
 
@@ -521,6 +522,8 @@ pub fn finish(now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
     // Only if written (at `MPI_THREAD_MULTIPLE` never: [`steady`] reads it without an atomic).
     if WORLD_UNLOCKED.load(Relaxed) != 0 {
+        // Memos stored on it stop taking the steady path with it.
+        crate::threads::forget_world_memos();
         WORLD_UNLOCKED.store(0, Relaxed);
     }
     let mut st = std::mem::replace(&mut *STATE.lock(), State::NONE);

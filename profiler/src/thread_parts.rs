@@ -37,6 +37,13 @@ pub struct Memo {
     /// The datatype's [`Handle::key`](crate::family::Handle::key).
     pub(crate) datatype: AtomicUsize,
     pub(crate) comm: AtomicUsize,
+    /// `comm` where the key was stored on `MPI_COMM_WORLD` by the main thread while supersteps
+    /// are kept without the lock (`superstep::steady`) and `generation` is not 0, else 0: a
+    /// synchronising collective's steady test compares it alone for the communicator, the
+    /// superstep's test and the generation's (`traffic::steady`). It is set to 0 wherever
+    /// the generation moves instead (`traffic::forget_world_memos`), so that test needs no
+    /// generation of its own.
+    pub(crate) world: AtomicUsize,
     pub(crate) peer: AtomicI32,
     /// `traffic::generation` when the key was stored; 0: the memo holds no key.
     pub(crate) generation: AtomicU64,

@@ -155,6 +155,50 @@ pub(crate) fn thread_pointer() -> usize {
 /// its pages stay unresident until touched, as a zeroed allocation's).
 // SAFETY: all-zero bytes are a valid ThreadTable (it holds only atomics).
 static MAIN_TABLE: ThreadTable = unsafe { std::mem::zeroed() };
+/// `MPI_COMM_WORLD`'s key while supersteps are kept without the lock (from `superstep::start`
+/// to `superstep::finish`, below `MPI_THREAD_MULTIPLE`), else 0. A memo stored on it keeps it
+/// ([`crate::thread_parts::Memo::world`]): here, with the table whose memos do.
+pub(crate) static WORLD_UNLOCKED: AtomicUsize = AtomicUsize::new(0);
+
+/// [`WORLD_UNLOCKED`]'s value.
+#[inline(always)]
+pub(crate) fn world_unlocked() -> usize {
+    WORLD_UNLOCKED.load(Relaxed)
+}
+
+/// The routines whose memo in [`MAIN_TABLE`] holds a world (bit `id % 64` of word `id / 64`):
+/// [`forget_world_memos`] clears those alone, touching no other routine's memory.
+static WORLD_MEMOS: [AtomicU64; N_ROUTINES.div_ceil(64)] =
+    [const { AtomicU64::new(0) }; N_ROUTINES.div_ceil(64)];
+
+/// Routine `id`'s memo in [`MAIN_TABLE`] now holds a world.
+pub(crate) fn note_world_memo(id: RoutineId) {
+    WORLD_MEMOS[id / 64].fetch_or(1 << (id % 64), Relaxed);
+}
+
+/// Clear every memo's world in [`MAIN_TABLE`], so that a synchronising collective's steady
+/// test, which compares no generation, fails until the memo is stored again: where the memos'
+/// generation moves (`traffic::forget_memos`: a datatype or communicator freed, the node map
+/// learned) and where supersteps stop being kept without the lock (`superstep::finish`). A
+/// world is only stored while they are so kept, below `MPI_THREAD_MULTIPLE`, where no other
+/// MPI call overlaps the one that gets here; at `MPI_THREAD_MULTIPLE` none is stored, and this
+/// stores nothing. Inlined: in `MPI_Finalize` it runs from the finalize path's own section
+/// (finalize.ld), not from a chunk of `.text` mapped for it alone.
+#[inline(always)]
+pub(crate) fn forget_world_memos() {
+    if world_unlocked() == 0 {
+        return;
+    }
+    for (word, bits) in WORLD_MEMOS.iter().enumerate() {
+        let mut bits = bits.swap(0, Relaxed);
+        while bits != 0 {
+            let id = word * 64 + bits.trailing_zeros() as usize;
+            MAIN_TABLE.routines[id].memo.world.store(0, Relaxed);
+            bits &= bits - 1;
+        }
+    }
+}
+
 /// [`MAIN_TABLE`] was given to a thread (once: it is one thread's table for good).
 static MAIN_TABLE_GIVEN: AtomicBool = AtomicBool::new(false);
 

@@ -147,6 +147,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 /// Forget every thread's [`Memo`]s (their answers may have changed).
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
+    crate::threads::forget_world_memos();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -540,19 +541,72 @@ impl Memo {
         // SAFETY: the fields are valid, aligned atomics; only this thread writes them, and
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
-            tested(datatype.key_is_at(self.datatype.as_ptr()))
-                && tested(if int_count && cfg!(target_endian = "little") {
-                    // Only this routine's calls, all with an `int` count, store its memo's
-                    // count: a widened `int` (or its complement, in place), whose upper half
-                    // follows from its lower one. Equal lower halves are equal counts, and
-                    // one compare with memory, without widening the argument first.
-                    *self.count.as_ptr().cast::<i32>() == count as i32
-                } else {
-                    *self.count.as_ptr() == count
-                })
+            self.holds_type_and_count(count, datatype, int_count)
                 && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
                 && tested(comm.key_is_at(self.comm.as_ptr()))
                 && tested(*self.generation.as_ptr() == generation())
+        }
+    }
+
+    /// [`Memo::holds_own`] for a synchronising collective without a peer, and whether `comm`
+    /// is `MPI_COMM_WORLD` with supersteps kept without the lock (`superstep::steady`): one
+    /// compare of `comm` with [`Memo::world`], which holds the key only while both held at the
+    /// memo's store and nothing its generation guards changed since
+    /// (`threads::forget_world_memos`).
+    /// Three compares and branches instead of five, one of them with a load more (the
+    /// generation's): 5 instructions a call (bench/instructions.sh).
+    #[inline(always)]
+    fn holds_on_world(
+        &self,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        comm: MPI_Comm,
+        int_count: bool,
+    ) -> bool {
+        // SAFETY: as in `holds_own`; `world` is written by other threads only below
+        // `MPI_THREAD_MULTIPLE`, inside MPI calls that no call of this thread overlaps.
+        unsafe {
+            self.holds_type_and_count(count, datatype, int_count)
+                && tested(comm.key_is_at(self.world.as_ptr()))
+        }
+    }
+
+    /// A steady test's first two, each a branch of its own ([`tested`]): the datatype and
+    /// the count.
+    ///
+    /// # Safety
+    /// As in [`Memo::holds_own`].
+    #[inline(always)]
+    unsafe fn holds_type_and_count(
+        &self,
+        count: MPI_Count,
+        datatype: MPI_Datatype,
+        int_count: bool,
+    ) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe {
+            tested(datatype.key_is_at(self.datatype.as_ptr()))
+                && tested(self.count_is(count, int_count))
+        }
+    }
+
+    /// Whether the memo's count is `count`, on the thread that owns the memo.
+    ///
+    /// # Safety
+    /// As in [`Memo::holds_own`].
+    #[inline(always)]
+    unsafe fn count_is(&self, count: MPI_Count, int_count: bool) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe {
+            if int_count {
+                // Only this routine's calls, all with an `int` count, store its memo's count:
+                // a widened `int` (or its complement, in place), whose upper half follows from
+                // its lower one. Equal lower halves are equal counts, and one compare with
+                // memory, without widening the argument first.
+                *crate::family::lower_half(self.count.as_ptr()) == count as i32
+            } else {
+                *self.count.as_ptr() == count
+            }
         }
     }
 }
@@ -772,6 +826,30 @@ pub fn steady(routine: &Routine, traffic: Traffic, comm: MPI_Comm, int_count: bo
     }
 }
 
+/// [`steady`] of a synchronising collective, with whether `comm` is `MPI_COMM_WORLD` with
+/// supersteps kept without the lock: `Some` where its traffic has no peer ([`Memo::holds_on_world`]
+/// then answers both in one compare), else `None` (a constant in each wrapper).
+#[inline(always)]
+pub fn steady_on_world(
+    routine: &Routine,
+    traffic: Traffic,
+    comm: MPI_Comm,
+    int_count: bool,
+) -> Option<bool> {
+    match traffic {
+        Traffic::Elements {
+            count,
+            datatype,
+            peer: NO_PEER,
+        } => Some(
+            routine
+                .memo
+                .holds_on_world(count, datatype, comm, int_count),
+        ),
+        _ => None,
+    }
+}
+
 /// A successful call that [`steady`] found its routine's memo holds: what [`record`] adds then.
 #[inline(always)]
 pub fn add_steady(routine: &Routine) {
@@ -934,6 +1012,7 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
         crate::guard::contained(move || measure_and_place(table, id, traffic, comm))
     else {
         memo.generation.store(0, Relaxed);
+        memo.world.store(0, Relaxed);
         memo.elements.store(0, Relaxed);
         memo.bytes.store(0, Relaxed);
         memo.sent.store(0, Relaxed);
@@ -950,6 +1029,8 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
     memo.count.store(count, Relaxed);
     memo.peer.store(peer, Relaxed);
     memo.comm.store(comm.key(), Relaxed);
+    memo.world
+        .store(world_of(table, id, comm, generation), Relaxed);
     memo.generation.store(generation, Relaxed);
     memo.elements.store(m.count, Relaxed);
     memo.bytes.store(m.bytes, Relaxed);
@@ -959,6 +1040,22 @@ fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm
     let (on, off) = placed.unwrap_or_default();
     memo.on_node.store(on, Relaxed);
     memo.off_node.store(off, Relaxed);
+}
+
+/// The [`Memo::world`] of routine `id`'s memo in `table`, stored with a key on `comm` of
+/// `generation` (0: none): `comm`'s key on the main thread's table if it is `MPI_COMM_WORLD`
+/// with supersteps kept without the lock (noted: `threads::forget_world_memos`), else 0.
+fn world_of(table: &ThreadTable, id: RoutineId, comm: MPI_Comm, generation: u64) -> usize {
+    let world = crate::threads::world_unlocked();
+    if generation == 0
+        || world == 0
+        || comm.key() != world
+        || !std::ptr::eq(table, crate::threads::main_table())
+    {
+        return 0;
+    }
+    crate::threads::note_world_memo(id);
+    world
 }
 
 /// What the last call of routine `id` that [`record`] added on this thread came to (trace mode

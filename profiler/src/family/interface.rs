@@ -66,13 +66,23 @@ impl Handle for c_int {
     /// communicator: bench/instructions.sh, 2 a memo's test).
     #[inline(always)]
     unsafe fn key_is_at(self, stored: *const usize) -> bool {
-        if cfg!(target_endian = "little") {
-            // SAFETY: as the caller promises; the word's first four bytes are its lower half.
-            unsafe { *stored.cast::<u32>() == self as u32 }
-        } else {
-            // SAFETY: as the caller promises.
-            unsafe { *stored == self.key() }
-        }
+        // SAFETY: as the caller promises.
+        unsafe { *lower_half(stored) == self }
+    }
+}
+
+/// The lower half of the 64-bit word at `word`, as an `int`: where a zero-extended or widened
+/// `int` is stored (a handle's key, a memo's count), compared or read in 32 bits without
+/// widening the other side first. The first four bytes on a little-endian machine, the last
+/// four on a big-endian one.
+#[inline(always)]
+pub fn lower_half<T>(word: *const T) -> *const c_int {
+    const { assert!(std::mem::size_of::<T>() == 8) };
+    let at = word.cast::<c_int>();
+    if cfg!(target_endian = "little") {
+        at
+    } else {
+        at.wrapping_add(1)
     }
 }
 

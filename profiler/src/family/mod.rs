@@ -25,7 +25,7 @@ pub mod mpich;
 #[cfg(mpistat_family = "openmpi")]
 pub mod openmpi;
 
-pub use interface::{library_version, Family, Handle, Predefined, Probe};
+pub use interface::{library_version, lower_half, Family, Handle, Predefined, Probe};
 
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void};

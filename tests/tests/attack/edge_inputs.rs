@@ -104,6 +104,10 @@ fn a_freed_datatype_handle_reused_for_another_type_counts_the_new_size(mpi) {
         &[
             Expected::per_rank("MPI_Send", r([8, 0]), r([4 * ints, 0])),
             Expected::per_rank("MPI_Recv", r([0, 8]), r([0, 4 * ints])),
+            // Each type's ints to both ranks: a reused handle's collective is measured anew,
+            // not taken as its memo's (the steady path's test compares no generation).
+            Expected::uniform("MPI_Allreduce", 2, 8, 2 * 4 * ints),
+            Expected::uniform("MPI_Allgather", 2, 8, 2 * 4 * ints),
         ],
     );
 }
