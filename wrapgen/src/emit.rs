@@ -848,9 +848,11 @@ fn wrapper(
                 "unsafe extern \"C\" fn fronted_{export}({decls}) -> {ret} {{"
             )
             .unwrap();
+            // Reached from the exported wrapper when something is kept (`counted_X` is
+            // the nothing-kept copy): outermost tested here.
             writeln!(
                 out,
-                "    if !requests::front_steady({request}) {{ return unsteady_{name}({}) }}",
+                "    if !(rt::outermost() && requests::front_steady({request})) {{ return unsteady_{name}({}) }}",
                 then(via_pmpi)
             )
             .unwrap();
@@ -866,10 +868,19 @@ fn wrapper(
             writeln!(out, "}}").unwrap();
         }
     }
+    // A posting copy whose seventh argument is on the stack is inlined into its exported
+    // wrapper: jumping to it out of line takes a frame there to keep that argument
+    // (`MPI_Irecv`: 8 instructions a call, bench/instructions.sh's `irecv_wait`).
+    let counted_inline =
+        matches!(request_steady, Some(RequestSteady::Post { .. })) && proto.params.len() > 6;
     for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
         let counted = format!("counted_{export}");
-        writeln!(out, "#[inline(never)]").unwrap();
-        hot(out);
+        if counted_inline {
+            writeln!(out, "#[inline(always)]").unwrap();
+        } else {
+            writeln!(out, "#[inline(never)]").unwrap();
+            hot(out);
+        }
         writeln!(out, "unsafe extern \"C\" fn {counted}({decls}) -> {ret} {{").unwrap();
         if let Some(memo) = steady {
             let comm = ident(row.semantics.comm.as_deref().expect("steady needs comm"));
@@ -999,14 +1010,9 @@ fn wrapper(
                     .unwrap();
                 }
                 RequestSteady::Complete { .. } => {
-                    // Nothing kept: a steady call without traffic, which keeps only its start
-                    // time across the call. Else the fronted copy (a tail call).
+                    // Nothing kept (the exported wrapper took the fronted copy else): a steady
+                    // call without traffic, which keeps only its start time across the call.
                     writeln!(out, "    if !rt::outermost() {{ {unsteady} }}").unwrap();
-                    writeln!(
-                        out,
-                        "    if !requests::none_kept() {{ return fronted_{export}({names}) }}"
-                    )
-                    .unwrap();
                     writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
                     writeln!(out, "    {next}").unwrap();
                     writeln!(out, "    let rc = next({names});").unwrap();
@@ -1040,6 +1046,15 @@ fn wrapper(
             then(via_pmpi)
         )
         .unwrap();
+        if matches!(request_steady, Some(RequestSteady::Complete { .. })) {
+            // Something kept: the fronted copy, straight from here (a tail call; its counting
+            // copy would keep a frame of its own for the nothing-kept path before the test).
+            writeln!(
+                out,
+                "    if !requests::none_kept() {{ return fronted_{export}({names}) }}"
+            )
+            .unwrap();
+        }
         writeln!(out, "    {counted}({names})").unwrap();
         writeln!(out, "}}").unwrap();
     }

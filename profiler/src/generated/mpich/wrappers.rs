@@ -577,8 +577,7 @@ unsafe extern "C" fn unsteady_MPI_Irecv(buf: *mut c_void, count: c_int, datatype
 unsafe extern "C" fn unsteady_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
 }
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[inline(always)]
 unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !(rt::outermost() && requests::front_free()) { return unsteady_MPI_Irecv(buf, count, datatype, source, tag, comm, request) }
     requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
@@ -594,8 +593,7 @@ pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI
     if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, false) }
     counted_MPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
-#[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[inline(always)]
 unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !(rt::outermost() && requests::front_free()) { return unsteady_PMPI_Irecv(buf, count, datatype, source, tag, comm, request) }
     requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
@@ -1687,7 +1685,7 @@ unsafe extern "C" fn unsteady_MPI_Test(request: *mut MPI_Request, flag: *mut c_i
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !requests::front_steady(request) { return unsteady_MPI_Test(request, flag, status, false) }
+    if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Test(request, flag, status, false) }
     let status = requests::front_status(status);
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
@@ -1697,7 +1695,7 @@ unsafe extern "C" fn fronted_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    if !requests::front_steady(request) { return unsteady_MPI_Test(request, flag, status, true) }
+    if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Test(request, flag, status, true) }
     let status = requests::front_status(status);
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
@@ -1708,7 +1706,6 @@ unsafe extern "C" fn fronted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_i
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Test(request, flag, status, false) }
-    if !requests::none_kept() { return fronted_MPI_Test(request, flag, status) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
     let rc = next(request, flag, status);
@@ -1718,13 +1715,13 @@ unsafe extern "C" fn counted_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Test(request, flag, status, false) }
+    if !requests::none_kept() { return fronted_MPI_Test(request, flag, status) }
     counted_MPI_Test(request, flag, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Test(request, flag, status, true) }
-    if !requests::none_kept() { return fronted_PMPI_Test(request, flag, status) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
     let rc = next(request, flag, status);
@@ -1734,6 +1731,7 @@ unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_i
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Test(request, flag, status, true) }
+    if !requests::none_kept() { return fronted_PMPI_Test(request, flag, status) }
     counted_PMPI_Test(request, flag, status)
 }
 
@@ -1949,7 +1947,7 @@ unsafe extern "C" fn unsteady_MPI_Wait(request: *mut MPI_Request, status: *mut M
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !requests::front_steady(request) { return unsteady_MPI_Wait(request, status, false) }
+    if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Wait(request, status, false) }
     let status = requests::front_status(status);
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
@@ -1959,7 +1957,7 @@ unsafe extern "C" fn fronted_MPI_Wait(request: *mut MPI_Request, status: *mut MP
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    if !requests::front_steady(request) { return unsteady_MPI_Wait(request, status, true) }
+    if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Wait(request, status, true) }
     let status = requests::front_status(status);
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
@@ -1970,7 +1968,6 @@ unsafe extern "C" fn fronted_PMPI_Wait(request: *mut MPI_Request, status: *mut M
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Wait(request, status, false) }
-    if !requests::none_kept() { return fronted_MPI_Wait(request, status) }
     let call = rt::enter_steady(false);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
     let rc = next(request, status);
@@ -1980,13 +1977,13 @@ unsafe extern "C" fn counted_MPI_Wait(request: *mut MPI_Request, status: *mut MP
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Wait(request, status, false) }
+    if !requests::none_kept() { return fronted_MPI_Wait(request, status) }
     counted_MPI_Wait(request, status)
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Wait(request, status, true) }
-    if !requests::none_kept() { return fronted_PMPI_Wait(request, status) }
     let call = rt::enter_steady(true);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
     let rc = next(request, status);
@@ -1996,6 +1993,7 @@ unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut M
 #[link_section = ".text.hot.mpistat"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Wait(request, status, true) }
+    if !requests::none_kept() { return fronted_PMPI_Wait(request, status) }
     counted_PMPI_Wait(request, status)
 }
 
