@@ -525,9 +525,10 @@ impl Memo {
 impl Memo {
     /// [`Memo::holds`] on the thread that owns the memo, the only one that writes it: its own
     /// stores are the only ones it can see, so plain reads (which the compiler folds into the
-    /// compares) read what atomic ones would. A routine whose wrapper passes [`NO_PEER`] (a
-    /// constant there) never had another peer in its memo: its peer is not compared (the
-    /// constant test last, where it folds away; first, a variable peer paid a test of its own).
+    /// compares) read what atomic ones would. The peer is compared as [`Memo::holds`] does,
+    /// also where the wrapper passes [`NO_PEER`] (its memo then holds it too): a test that it
+    /// is not [`NO_PEER`] folds away there but costs a variable peer (`MPI_Send`'s, a root)
+    /// three instructions a call before its compare (bench/instructions.sh's `irecv_wait`).
     #[inline(always)]
     fn holds_own(
         &self,
@@ -542,7 +543,7 @@ impl Memo {
         // other threads only read them (`settled`), so these reads race with no write.
         unsafe {
             self.holds_type_and_count(count, datatype, int_count)
-                && tested(*self.peer.as_ptr() == peer || peer == NO_PEER)
+                && tested(*self.peer.as_ptr() == peer)
                 && tested(comm.key_is_at(self.comm.as_ptr()))
                 && tested(*self.generation.as_ptr() == generation())
         }
