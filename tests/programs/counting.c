@@ -17,6 +17,9 @@
  *                        receive before its message is sent (flag 0) and complete it with
  *                        MPI_Test, even ones with MPI_Wait; statuses ignored every other time;
  *                        some rounds wait on MPI_REQUEST_NULL while the receive is kept.
+ *   peers                2 ranks: rank 0 sends 10 ints 3 times to rank 1 and 3 times to
+ *                        MPI_PROC_NULL, alternately (the same count, datatype and communicator:
+ *                        only the peer tells the steady path's memo test they differ).
  *   alltoallw            2 ranks: every rank sends 1 int to rank 0 and 2 doubles to rank 1.
  *   neighbours           4 ranks, a non-periodic 1-D Cartesian topology: MPI_Neighbor_allgatherv
  *                        of r+1 ints from rank r, MPI_Neighbor_alltoallv of 2 ints to each side.
@@ -146,6 +149,21 @@ static void completions(void) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+static void peers(void) {
+    int buf[10];
+    for (int i = 0; i < 3; i++) {
+        if (rank == 0) {
+            for (int k = 0; k < 10; k++)
+                buf[k] = 10 * i + k;
+            MPI_Send(buf, 10, MPI_INT, 1, i, MPI_COMM_WORLD);
+            MPI_Send(buf, 10, MPI_INT, MPI_PROC_NULL, i, MPI_COMM_WORLD);
+        } else {
+            MPI_Recv(buf, 10, MPI_INT, 0, i, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            check(buf[9] == 10 * i + 9, "peers");
+        }
+    }
+}
+
 #define FRONT_ROUNDS 12
 
 static void front(void) {
@@ -269,7 +287,7 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } cases[] = {{"irecv", irecv},           {"persistent", persistent},
                  {"completions", completions}, {"front", front},
-                 {"alltoallw", alltoallw},
+                 {"peers", peers},           {"alltoallw", alltoallw},
                  {"neighbours", neighbours}, {"collectives", collectives}};
     int known = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -134,6 +134,23 @@ fn receives_kept_in_front_count_what_arrived(mpi) {
 }
 
 for_each_mpi! {
+/// `MPI_Send` of 10 ints alternately to rank 1 and to `MPI_PROC_NULL`, 3 times each: 120 B
+/// (what reached rank 1); a send to `MPI_PROC_NULL` sends nothing, though its count, datatype
+/// and communicator are the memo's (only the peer differs: the steady path compares it).
+fn a_send_to_another_peer_is_not_the_memos(mpi) {
+    let _serial = serial();
+    let record = counted("peers", 2, mpi);
+    let expected = [
+        Expected::per_rank("MPI_Send", r([6, 0]), r([120, 0])),
+        Expected::per_rank("MPI_Recv", r([0, 3]), r([0, 120])),
+    ];
+    assert_routines(&record, &expected);
+    assert_eq!(routine(&record, "MPI_Send").count.sum, 60);
+    assert_no_other_routines(&record, &expected, &allowed());
+}
+}
+
+for_each_mpi! {
 /// `MPI_Alltoallw` on 2 ranks, each sending 1 int to rank 0 and 2 doubles to rank 1: 20 B a
 /// rank, 40 B (0 B before).
 fn alltoallw_counts_each_block_with_its_type(mpi) {
