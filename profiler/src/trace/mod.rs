@@ -29,6 +29,7 @@
 //! `write.rs` ends the trace at `MPI_Finalize` ([`finish`]).
 
 mod clocks;
+mod paths;
 mod record;
 mod sites;
 mod spill;

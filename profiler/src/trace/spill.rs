@@ -163,7 +163,7 @@ fn in_memory_fs(file: &File) -> bool {
 /// The job's trace root: the trace directory `pattern` (its `~` and `$HOME` expanded) up to
 /// the component naming the job, or the whole directory if none does.
 pub(super) fn root_of(pattern: &str) -> PathBuf {
-    let expanded = super::write::expand_home(pattern);
+    let expanded = super::paths::expand_home(pattern);
     match expanded.find("{job_id}") {
         Some(i) => {
             let before = Path::new(&expanded[..i]);

@@ -3,6 +3,7 @@
 //! (private to its user), and rank 0's facts for the job's record.
 
 use super::clocks::measure_offset;
+use super::paths::expand_home;
 use super::sites::site_names;
 use super::spill::Spill;
 use super::state::{with_recorder, State};
@@ -138,16 +139,6 @@ pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
 /// The job's trace directory from the site's pattern.
 fn trace_dir(pattern: &str, job_id: &str) -> PathBuf {
     PathBuf::from(expand_home(pattern).replace("{job_id}", &job_id.replace('/', "_")))
-}
-
-/// The site's trace directory pattern with `~` (at its start) and `$HOME` the user's home.
-pub(super) fn expand_home(pattern: &str) -> String {
-    let home = std::env::var("HOME").unwrap_or_default();
-    let expanded = match pattern.strip_prefix('~') {
-        Some(rest) => format!("{home}{rest}"),
-        None => pattern.to_string(),
-    };
-    expanded.replace("$HOME", &home)
 }
 
 /// Creates `dir` and its missing parents with mode 0700, and makes `dir` itself 0700.
