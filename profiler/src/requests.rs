@@ -25,13 +25,14 @@ use crate::thread_parts::Scratch;
 use crate::threads::{RoutineId, ThreadTable, MAIN_STATE};
 use crate::traffic::Traffic;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Requests kept (entries of [`TABLE`]): the completing calls' one test while it is 0.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// Threads may use the table at the same time (`MPI_THREAD_MULTIPLE`): take its lock. Until
-/// `MPI_Init` tells the level, it is taken.
-static SHARED: AtomicBool = AtomicBool::new(true);
+/// `MPI_Init` tells the level, it is taken. 1 or 0, a word as [`LIVE`] is: [`front_free`]
+/// tests both with one `or`.
+static SHARED: AtomicUsize = AtomicUsize::new(1);
 static TABLE: SpinLock<Table> = SpinLock::new(Table::EMPTY);
 
 /// Most requests kept at once (a million: 80 MB of table). A receive posted beyond it counts
@@ -51,7 +52,7 @@ pub fn prepare() {
 /// (inlined there: `.text.init`).
 #[inline(always)]
 pub fn set_shared(shared: bool) {
-    SHARED.store(shared, Relaxed);
+    SHARED.store(usize::from(shared), Relaxed);
 }
 
 /// The table, under its lock where threads share it (no closure: a closure's body may be
@@ -61,7 +62,7 @@ struct Access(Option<SpinGuard<'static, Table>>);
 impl Access {
     #[inline(always)]
     fn table() -> Access {
-        Access(SHARED.load(Relaxed).then(|| TABLE.lock()))
+        Access((SHARED.load(Relaxed) != 0).then(|| TABLE.lock()))
     }
 }
 
@@ -249,7 +250,7 @@ impl Table {
         if self.front.key == 0
             && self.len == 0
             && entry.kind == Kind::Receive
-            && !SHARED.load(Relaxed)
+            && SHARED.load(Relaxed) == 0
         {
             self.front = entry;
             LIVE.store(self.kept(), Relaxed);
@@ -722,11 +723,11 @@ fn front() -> &'static mut Entry {
 }
 
 /// Whether a nonblocking receive on its routine's steady path can be kept in front, without
-/// the lock: nothing is kept, and threads do not share the table. Each test a branch of its
-/// own ([`crate::traffic::tested`]).
+/// the lock: nothing is kept, and threads do not share the table. Both in one test (`or` of
+/// the two, one branch: three instructions fewer than a branch each).
 #[inline(always)]
 pub fn front_free() -> bool {
-    crate::traffic::tested(LIVE.load(Relaxed) == 0) && crate::traffic::tested(!SHARED.load(Relaxed))
+    crate::traffic::tested(LIVE.load(Relaxed) | SHARED.load(Relaxed) == 0)
 }
 
 /// Before the real call of a nonblocking receive that [`front_free`] let through: the front
