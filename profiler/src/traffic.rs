@@ -148,6 +148,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
+    crate::requests::memos_forgotten();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -544,8 +545,19 @@ impl Memo {
         unsafe {
             self.holds_type_and_count(count, datatype, int_count)
                 && tested(*self.peer.as_ptr() == peer)
-                && (comm.key_is_at(self.world.as_ptr()) || self.holds_comm_own(comm))
+                && self.holds_comm_anywhere(comm)
         }
+    }
+
+    /// Whether the memo's communicator is `comm` and its generation the current one:
+    /// [`Memo::world`] first, then [`Memo::holds_comm_own`].
+    ///
+    /// # Safety
+    /// As in [`Memo::holds_own`].
+    #[inline(always)]
+    unsafe fn holds_comm_anywhere(&self, comm: MPI_Comm) -> bool {
+        // SAFETY: as the caller promises.
+        unsafe { comm.key_is_at(self.world.as_ptr()) || self.holds_comm_own(comm) }
     }
 
     /// Whether the memo's communicator is `comm` and its generation the current one: the
@@ -674,10 +686,11 @@ pub fn record(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Co
 
 /// [`record`] of a completed receive: one with its routine's last key on the thread, and with
 /// the same source and size in its status, adds what that one measured ([`record_elements`]);
-/// another is measured.
+/// another is measured. Also a kept receive's that completed on a steady `MPI_Wait` or
+/// `MPI_Test` and was not found as its memo (`requests::front_completed`).
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
-fn record_received(
+pub fn record_received(
     table: &ThreadTable,
     id: RoutineId,
     count: MPI_Count,
@@ -700,43 +713,47 @@ fn record_received(
     record_measured(table, id, traffic, comm);
 }
 
-/// [`record_received`] on the thread that owns `table`, inlined (a steady `MPI_Wait` or
-/// `MPI_Test`, `crate::requests::front_completed`): `status` is one MPI filled (never
-/// ignored), and the memo is read as [`Memo::holds_own`] reads it, each compare with memory a
-/// branch of its own. A miss is measured out of line, as there.
+/// Whether `memo` holds a nonblocking receive's key (all but the source, which its status
+/// tells): its datatype, count and communicator, and its generation is the current one. Tested
+/// at the post, on the thread that owns the memo, as [`Memo::holds_own`] tests it
+/// ([`crate::requests::stage_front`]).
 #[inline(always)]
-pub fn record_received_own(
-    table: &ThreadTable,
-    id: RoutineId,
+pub fn holds_key_own(
+    memo: &Memo,
     count: MPI_Count,
     datatype: MPI_Datatype,
-    status: *const MPI_Status,
     comm: MPI_Comm,
-) {
-    // SAFETY: `id` is a routine's (a kept request's, from a wrapper's constant).
-    let routine = unsafe { table.routines.get_unchecked(id) };
-    let memo = &routine.memo;
-    // SAFETY: filled by the successful call that just returned; the memo's fields as in
-    // `holds_own` (only this thread writes them).
-    let hit = unsafe {
-        tested(*memo.datatype.as_ptr() == datatype.key())
-            && tested(*memo.count.as_ptr() == count)
-            && tested(*memo.comm.as_ptr() == comm.key())
-            && tested(*memo.generation.as_ptr() == generation())
+) -> bool {
+    // SAFETY: as in `holds_own`.
+    unsafe { memo.holds_type_and_count(count, datatype, false) && memo.holds_comm_anywhere(comm) }
+}
+
+/// Whether a completed receive, whose routine's memo held the rest of its key at the post
+/// ([`holds_key_own`]; not rewritten since), adds what the memo holds: not cancelled, and its
+/// status's source and bytes are the memo's.
+///
+/// # Safety
+/// `status` was filled by the successful call that just returned; `memo` is on this thread's
+/// table.
+#[inline(always)]
+pub unsafe fn received_as_memo(memo: &Memo, status: *const MPI_Status) -> bool {
+    type Built = crate::family::Built;
+    // SAFETY: as the caller promises; the memo's fields as in `holds_own`.
+    unsafe {
+        tested(!<Built as crate::family::Family>::status_cancelled(status))
             && tested(
-                *memo.peer.as_ptr()
-                    == <crate::family::Built as crate::family::Family>::status_source(status),
+                *memo.peer.as_ptr() == <Built as crate::family::Family>::status_source(status),
             )
             && tested(
-                *memo.bytes.as_ptr()
-                    == <crate::family::Built as crate::family::Family>::received_bytes(status),
+                *memo.bytes.as_ptr() == <Built as crate::family::Family>::received_bytes(status),
             )
-    };
-    if !hit {
-        // Its arguments in registers, no frame here.
-        return record_received(table, id, count, datatype, status, comm);
     }
-    add_memo(routine);
+}
+
+/// One more call that came to what `memo` holds ([`add_memo`]).
+#[inline(always)]
+pub fn add_to_memo(memo: &Memo) {
+    bump(&memo.hits, 1);
 }
 
 /// The source and the bytes received of a successful receive's status, unless ignored.
@@ -877,7 +894,7 @@ pub fn add_steady(routine: &Routine) {
 /// values times the hits when the memo changes, [`settle`], or is read, [`settled`]).
 #[inline(always)]
 fn add_memo(routine: &Routine) {
-    bump(&routine.memo.hits, 1);
+    add_to_memo(&routine.memo);
 }
 
 /// A routine's traffic counters, in the order of [`Memo::per_call`].
@@ -998,6 +1015,7 @@ pub fn add_last(table: &ThreadTable, id: RoutineId) {
 fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
+    crate::requests::memo_rewritten(memo);
     settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
     // status, which says what arrived) rather than one MPI could not size.
