@@ -21,12 +21,11 @@ use crate::family::Handle;
 use crate::ffi::{MPI_Comm, MPI_Count, MPI_Datatype, MPI_Request, MPI_Status};
 use crate::spin::{SpinGuard, SpinLock};
 pub use crate::thread_parts::Done;
-use crate::thread_parts::Memo;
 use crate::thread_parts::Scratch;
 use crate::threads::{RoutineId, ThreadTable, MAIN_STATE};
 use crate::traffic::Traffic;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Requests kept (entries of [`TABLE`]): the completing calls' one test while it is 0.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -35,13 +34,6 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 /// tests both with one `or`.
 static SHARED: AtomicUsize = AtomicUsize::new(1);
 static TABLE: SpinLock<Table> = SpinLock::new(Table::EMPTY);
-/// The memo of the routine whose receive is in front, if it held the receive's key (count,
-/// datatype, communicator, generation) when [`stage_front`] staged it, and was not rewritten
-/// since ([`memo_rewritten`], [`memos_forgotten`]); else null. The steady completion then
-/// compares only what the status tells (source, bytes) with it: the key's compares are made at
-/// the post, where its arguments are in registers, and the completion needs no routine's id
-/// to find the memo ([`front_completed`]).
-static FRONT_MEMO: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Most requests kept at once (a million: 80 MB of table). A receive posted beyond it counts
 /// its posted size when it is posted; a persistent request beyond it counts nothing.
@@ -262,7 +254,7 @@ impl Table {
         {
             self.front = entry;
             // Not staged: no memo was tested.
-            FRONT_MEMO.store(std::ptr::null_mut(), Relaxed);
+            crate::traffic::hold_none();
             LIVE.store(self.kept(), Relaxed);
             return true;
         }
@@ -743,7 +735,7 @@ pub fn front_free() -> bool {
 /// Before the real call of a nonblocking receive that [`front_free`] let through: the front
 /// entry gets what the call describes (its arguments are in their registers here; after the
 /// call only the request's pointer is kept), its key still 0 (not kept) until [`posted`].
-/// Its routine's memo is tested for the receive's key here ([`FRONT_MEMO`]).
+/// Its routine's memo is tested for the receive's key here ([`crate::traffic::hold_if_key`]).
 #[inline(always)]
 pub fn stage_front(id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let front = front();
@@ -751,34 +743,12 @@ pub fn stage_front(id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     front.id = id as u32;
     front.traffic = traffic;
     front.comm = comm;
-    let memo = &crate::threads::main_table().routines[id].memo;
-    let held = match traffic {
+    match traffic {
         Traffic::Elements {
             count, datatype, ..
-        } => crate::traffic::holds_key_own(memo, count, datatype, comm),
-        _ => false,
-    };
-    let held = if held {
-        std::ptr::from_ref(memo).cast_mut()
-    } else {
-        std::ptr::null_mut()
-    };
-    FRONT_MEMO.store(held, Relaxed);
-}
-
-/// Routine memo `memo` is being rewritten (`traffic::remember`): if the receive in front was
-/// staged with it, its completion tests the whole key again.
-#[inline(always)]
-pub fn memo_rewritten(memo: &Memo) {
-    if FRONT_MEMO.load(Relaxed) == std::ptr::from_ref(memo).cast_mut() {
-        FRONT_MEMO.store(std::ptr::null_mut(), Relaxed);
+        } => crate::traffic::hold_if_key(id, count, datatype, comm),
+        _ => crate::traffic::hold_none(),
     }
-}
-
-/// Every memo's generation moved (`traffic::forget_memos`): as [`memo_rewritten`].
-#[inline(always)]
-pub fn memos_forgotten() {
-    FRONT_MEMO.store(std::ptr::null_mut(), Relaxed);
 }
 
 /// After the real call of a receive [`stage_front`] staged, which returned `rc`: keep its
@@ -835,8 +805,9 @@ pub fn front_status(status: *mut MPI_Status) -> *mut MPI_Status {
 /// `done` says (its flag; the status it passed to MPI): if the front's request completed, it
 /// is forgotten and adds what its status says arrived to the routine that posted it, as
 /// [`completed`] does (a cancelled receive adds nothing).
-/// A receive whose memo held its key at the post ([`FRONT_MEMO`]) and whose status has the
-/// memo's source and bytes adds one hit to the memo, and that is all it reads of the front.
+/// A receive whose memo held its key at the post ([`crate::traffic::held`]) and whose status
+/// has the memo's source and bytes adds one hit to the memo, and that is all it reads of the
+/// front.
 #[inline(always)]
 pub fn front_completed(table: &ThreadTable, done: Done) {
     let Done::One { flag, status, .. } = done else {
@@ -845,15 +816,17 @@ pub fn front_completed(table: &ThreadTable, done: Done) {
     if read(flag) == Some(0) {
         return;
     }
-    let memo = FRONT_MEMO.load(Relaxed);
+    let memo = crate::traffic::held();
     // SAFETY: MPI filled the status (the thread's own where the caller ignores it); `memo`, if
     // not null, is a routine's memo in the main table (this thread's: [`stage_front`]).
     if crate::traffic::tested(!memo.is_null())
         && unsafe { crate::traffic::received_as_memo(&*memo, status) }
     {
         front().key = 0;
-        // SAFETY: threads do not share the table (something was in front).
-        LIVE.store(unsafe { TABLE.unlocked() }.len, Relaxed);
+        // One fewer kept (threads do not share the table: something was in front, and `LIVE`
+        // is what `Table::kept` was at its last change). One `dec` of memory where storing
+        // the slots' count was a load and a store.
+        LIVE.store(LIVE.load(Relaxed).wrapping_sub(1), Relaxed);
         // SAFETY: as above.
         return crate::traffic::add_to_memo(unsafe { &*memo });
     }

@@ -23,7 +23,7 @@ use crate::threads::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
 /// `MPI_ROOT`: the root of a rooted collective on an intercommunicator passes it.
@@ -148,7 +148,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
-    crate::requests::memos_forgotten();
+    hold_none();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -713,23 +713,47 @@ pub fn record_received(
     record_measured(table, id, traffic, comm);
 }
 
-/// Whether `memo` holds a nonblocking receive's key (all but the source, which its status
-/// tells): its datatype, count and communicator, and its generation is the current one. Tested
-/// at the post, on the thread that owns the memo, as [`Memo::holds_own`] tests it
-/// ([`crate::requests::stage_front`]).
+/// The memo of the routine whose nonblocking receive is in front of the kept requests, if it
+/// held the receive's key (count, datatype, communicator, generation) at the post
+/// ([`hold_if_key`]) and was not rewritten since ([`remember`], [`forget_memos`]); else null.
+/// The steady completion then compares only what the status tells (source, bytes) with it
+/// ([`received_as_memo`]): the key's compares are made at the post, where its arguments are in
+/// registers, and the completion needs no routine's id to find the memo. Used only below
+/// `MPI_THREAD_MULTIPLE` (the front's rule, `requests::front_free`).
+static HELD: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::null_mut());
+
+/// At the post of a nonblocking receive of routine `id` kept in front (on the main thread, its
+/// steady path): whether its memo holds the receive's key (all but the source, which its
+/// status tells), tested as [`Memo::holds_own`] tests it, is what [`held`] tells.
 #[inline(always)]
-pub fn holds_key_own(
-    memo: &Memo,
-    count: MPI_Count,
-    datatype: MPI_Datatype,
-    comm: MPI_Comm,
-) -> bool {
-    // SAFETY: as in `holds_own`.
-    unsafe { memo.holds_type_and_count(count, datatype, false) && memo.holds_comm_anywhere(comm) }
+pub fn hold_if_key(id: RoutineId, count: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) {
+    let memo = &crate::threads::main_table().routines[id].memo;
+    // SAFETY: as in `holds_own` (the main thread's table, on the main thread).
+    let holds = unsafe {
+        memo.holds_type_and_count(count, datatype, false) && memo.holds_comm_anywhere(comm)
+    };
+    let held = if holds {
+        std::ptr::from_ref(memo).cast_mut()
+    } else {
+        std::ptr::null_mut()
+    };
+    HELD.store(held, Relaxed);
+}
+
+/// A receive kept in front without a memo's test (the counting copy's): [`held`] is null.
+#[inline(always)]
+pub fn hold_none() {
+    HELD.store(std::ptr::null_mut(), Relaxed);
+}
+
+/// [`HELD`]: the memo that held the key of the receive in front at its post, or null.
+#[inline(always)]
+pub fn held() -> *mut Memo {
+    HELD.load(Relaxed)
 }
 
 /// Whether a completed receive, whose routine's memo held the rest of its key at the post
-/// ([`holds_key_own`]; not rewritten since), adds what the memo holds: not cancelled, and its
+/// ([`hold_if_key`]; not rewritten since), adds what the memo holds: not cancelled, and its
 /// status's source and bytes are the memo's.
 ///
 /// # Safety
@@ -1015,7 +1039,10 @@ pub fn add_last(table: &ThreadTable, id: RoutineId) {
 fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    crate::requests::memo_rewritten(memo);
+    // The receive in front, if staged with this memo, tests its whole key again.
+    if HELD.load(Relaxed) == std::ptr::from_ref(memo).cast_mut() {
+        hold_none();
+    }
     settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
     // status, which says what arrived) rather than one MPI could not size.

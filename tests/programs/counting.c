@@ -20,6 +20,11 @@
  *   peers                2 ranks: rank 0 sends 10 ints 3 times to rank 1 and 3 times to
  *                        MPI_PROC_NULL, alternately (the same count, datatype and communicator:
  *                        only the peer tells the steady path's memo test they differ).
+ *   rewritten            2 ranks: rank 0 sends 10 ints 3 times; rank 1 receives the first with
+ *                        MPI_Irecv of 100 ints and MPI_Wait (the routine's memo then holds that
+ *                        key), posts the second the same way (in front, its memo's key held at
+ *                        the post), then one of 50 ints, which it waits for first (the memo is
+ *                        rewritten: 50 ints, 40 B from rank 0), then the second.
  *   alltoallw            2 ranks: every rank sends 1 int to rank 0 and 2 doubles to rank 1.
  *   neighbours           4 ranks, a non-periodic 1-D Cartesian topology: MPI_Neighbor_allgatherv
  *                        of r+1 ints from rank r, MPI_Neighbor_alltoallv of 2 ints to each side.
@@ -164,6 +169,28 @@ static void peers(void) {
     }
 }
 
+static void rewritten(void) {
+    int buf[3][100];
+    if (rank == 0) {
+        for (int m = 0; m < 3; m++) {
+            for (int k = 0; k < 10; k++)
+                buf[m][k] = 10 * m + k;
+            MPI_Send(buf[m], 10, MPI_INT, 1, m, MPI_COMM_WORLD);
+        }
+        return;
+    }
+    MPI_Request first, held, other;
+    memset(buf, 0xff, sizeof buf);
+    MPI_Irecv(buf[0], 100, MPI_INT, 0, 0, MPI_COMM_WORLD, &first);
+    MPI_Wait(&first, MPI_STATUS_IGNORE);
+    MPI_Irecv(buf[1], 100, MPI_INT, 0, 1, MPI_COMM_WORLD, &held);
+    MPI_Irecv(buf[2], 50, MPI_INT, 0, 2, MPI_COMM_WORLD, &other);
+    MPI_Wait(&other, MPI_STATUS_IGNORE);
+    MPI_Wait(&held, MPI_STATUS_IGNORE);
+    for (int m = 0; m < 3; m++)
+        check(buf[m][9] == 10 * m + 9 && buf[m][10] == -1, "rewritten");
+}
+
 #define FRONT_ROUNDS 12
 
 static void front(void) {
@@ -287,7 +314,8 @@ int main(int argc, char **argv) {
         void (*run)(void);
     } cases[] = {{"irecv", irecv},           {"persistent", persistent},
                  {"completions", completions}, {"front", front},
-                 {"peers", peers},           {"alltoallw", alltoallw},
+                 {"peers", peers},           {"rewritten", rewritten},
+                 {"alltoallw", alltoallw},
                  {"neighbours", neighbours}, {"collectives", collectives}};
     int known = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -151,6 +151,25 @@ fn a_send_to_another_peer_is_not_the_memos(mpi) {
 }
 
 for_each_mpi! {
+/// A receive posted while its routine's memo held its key (count, datatype, communicator), and
+/// completed after another receive of the routine (a count of 50, not 100) rewrote that memo
+/// with the same source and size: it counts its own count, 100, not the memo's 50 (the steady
+/// wait's test of what the post found: `traffic::held`, cleared by `remember`). 3 receives of 10 ints.
+fn a_receive_completed_after_its_memo_was_rewritten_counts_its_own(mpi) {
+    let _serial = serial();
+    let record = counted("rewritten", 2, mpi);
+    let expected = [
+        Expected::per_rank("MPI_Send", r([3, 0]), r([120, 0])),
+        Expected::per_rank("MPI_Irecv", r([0, 3]), r([0, 120])),
+        Expected::per_rank("MPI_Wait", r([0, 3]), r([0, 0])),
+    ];
+    assert_routines(&record, &expected);
+    assert_eq!(routine(&record, "MPI_Irecv").count.sum, 250);
+    assert_no_other_routines(&record, &expected, &allowed());
+}
+}
+
+for_each_mpi! {
 /// `MPI_Alltoallw` on 2 ranks, each sending 1 int to rank 0 and 2 doubles to rank 1: 20 B a
 /// rank, 40 B (0 B before).
 fn alltoallw_counts_each_block_with_its_type(mpi) {
