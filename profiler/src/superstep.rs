@@ -153,6 +153,11 @@ impl Steps {
     fn merge_and_push(&mut self, d: u64, other_mpi: u64, routine: u32) {
         self.merge_pairs();
         self.push_slot(d, other_mpi, routine);
+        // A cold point of the steady state, log-spaced (the factor doubled): drop the symbol
+        // tables that lazy bindings since the last one mapped back (footprint.rs).
+        if self.cap > 0 {
+            crate::footprint::release_symbol_tables();
+        }
     }
 
     /// Merge slots 2i and 2i+1 into slot i; the factor doubles. Cannot panic (no index, wrapping
