@@ -27,10 +27,11 @@
 //! Lazy binding: the program's first call of each routine (and of any other function, printf
 //! included) has the loader look the name up in every object of the global scope, the front
 //! first: the front's dynamic symbol tables (62 kB, one 64 KiB chunk) come back with the first
-//! lookup after the release, and would stay. So at the cold points of the steady state where the
-//! superstep buffer merges (log-spaced: after `cap`, `2 cap`, `4 cap` ... supersteps, when the
-//! routines of the loops are long bound) [`release_symbol_tables`] drops them again, with
-//! libgcc_s's, verified page by page as never written (`/proc/self/pagemap`).
+//! lookup after the release, and would stay. So at cold points of the steady state (a superstep
+//! that starts a slot of the superstep buffer, after [`FIRST_RELEASE`] supersteps, then each time
+//! their number doubled, then every [`RELEASE_EVERY`]: when the routines of the loops are long
+//! bound) [`release_symbol_tables`] drops them again, with libgcc_s's, verified page by page as
+//! never written (`/proc/self/pagemap`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -51,6 +52,12 @@ const MAX_RANGES: usize = 12;
 static KNOWN: [AtomicUsize; 2 * MAX_RANGES] = [const { AtomicUsize::new(0) }; 2 * MAX_RANGES];
 static KNOWN_N: AtomicUsize = AtomicUsize::new(UNKNOWN);
 const UNKNOWN: usize = usize::MAX;
+
+/// Supersteps before the first [`release_symbol_tables`], and most between two: a routine first
+/// called later keeps the front's symbol tables resident for at most as many supersteps as had
+/// run, and at most this many. Each costs a few system calls (a few microseconds).
+pub const FIRST_RELEASE: u64 = 1 << 10;
+pub const RELEASE_EVERY: u64 = 1 << 14;
 
 /// Most ranges [`release_symbol_tables`] drops again (the front's read-only data, libgcc_s's).
 const MAX_LOOKED_UP: usize = 4;
@@ -126,9 +133,8 @@ fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
 static PAGEMAP: [u8; 19] = *b"/proc/self/pagemap\0";
 
 /// Drop again this process's mappings of the front's and libgcc_s's read-only data (their
-/// dynamic symbol tables, which every lazy binding reads: see the module doc), once a cold point
-/// of the steady state is reached: called where the superstep buffer merges, never on the
-/// per-call path. Only pages that `/proc/self/pagemap` shows as not copied are dropped (mapped
+/// dynamic symbol tables, which every lazy binding reads: see the module doc), at a cold point
+/// of the steady state: called on the schedule of the module doc, never on the per-call path. Only pages that `/proc/self/pagemap` shows as not copied are dropped (mapped
 /// from the file, or not mapped and not swapped): a page someone wrote (copy-on-write, after an
 /// `mprotect`) keeps its contents. Without pagemap (no /proc, a seccomp filter) nothing is
 /// dropped. With the hot code and allocation-free, as [`release_init_pages`]: nothing here may

@@ -153,11 +153,6 @@ impl Steps {
     fn merge_and_push(&mut self, d: u64, other_mpi: u64, routine: u32) {
         self.merge_pairs();
         self.push_slot(d, other_mpi, routine);
-        // A cold point of the steady state, log-spaced (the factor doubled): drop the symbol
-        // tables that lazy bindings since the last one mapped back (footprint.rs).
-        if self.cap > 0 {
-            crate::footprint::release_symbol_tables();
-        }
     }
 
     /// Merge slots 2i and 2i+1 into slot i; the factor doubles. Cannot panic (no index, wrapping
@@ -226,6 +221,8 @@ struct State {
     batch: Batch,
     /// Supersteps may be batched: one thread ends them all, below `MPI_THREAD_MULTIPLE`.
     batching: bool,
+    /// When `steps.raw` reaches this, [`State::release_symbol_tables`] runs.
+    next_release: u64,
 }
 
 /// Supersteps that ended since [`State`]'s `start`, all of them in the last slot's room, kept
@@ -277,6 +274,7 @@ impl State {
         mpi_at_start: 0,
         batch: Batch::EMPTY,
         batching: false,
+        next_release: crate::footprint::FIRST_RELEASE,
     };
 
     /// Whether this holds a buffer.
@@ -325,6 +323,24 @@ impl State {
             let room = self.steps.room_in_last();
             self.batch.room = room;
             self.batch.left = room;
+        }
+        if self.steps.raw >= self.next_release {
+            self.release_symbol_tables();
+        }
+    }
+
+    /// A cold point of the steady state ([`State::end_unbatched`] runs once per slot of the
+    /// buffer, not per superstep once it has merged): drop the symbol tables that lazy bindings since the last time mapped back
+    /// (footprint.rs), after 1,024 supersteps, then each time their number doubled, then every
+    /// [`crate::footprint::RELEASE_EVERY`].
+    #[cold]
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn release_symbol_tables(&mut self) {
+        let raw = self.steps.raw;
+        self.next_release = raw.saturating_add(raw.min(crate::footprint::RELEASE_EVERY));
+        if self.kept() {
+            crate::footprint::release_symbol_tables();
         }
     }
 
