@@ -329,10 +329,11 @@ impl State {
         }
     }
 
-    /// A cold point of the steady state ([`State::end_unbatched`] runs once per slot of the
-    /// buffer, not per superstep once it has merged): drop the symbol tables that lazy bindings since the last time mapped back
-    /// (footprint.rs), after 1,024 supersteps, then each time their number doubled, then every
-    /// [`crate::footprint::RELEASE_EVERY`].
+    /// At a cold point of the steady state ([`State::end_unbatched`] runs once per slot of the
+    /// buffer, per superstep only until it first fills): drop the symbol tables that lazy
+    /// bindings mapped back since the last time (footprint.rs), after
+    /// [`crate::footprint::FIRST_RELEASE`] supersteps, then each time their number doubled, then
+    /// every [`crate::footprint::RELEASE_EVERY`].
     #[cold]
     #[inline(never)]
     #[link_section = ".text.hot.mpistat"]

@@ -424,10 +424,10 @@ fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64) {
         // The front's read-only data: the pages of its bloom filter (`.gnu.hash`, 12 kB), which
         // this program's own first calls of fopen, fgets, sscanf ... after the loops read. Its
         // chunk of `.dynsym` and `.dynstr`, which binding the loops' routines mapped back, was
-        // dropped again at the superstep buffer's merges (64 kB more, 80-108 measured, while
-        // it stayed). The implementation's: none (nothing binds to its symbols, and the
-        // constants its hot code reads are with that code); it was a 64 kB chunk while a jump
-        // table and a table the hot code reads were in `.rodata`.
+        // dropped again after 1,024, 2,048 and 4,096 supersteps (`release_symbol_tables`; 64 kB
+        // more, 76-108 measured, while it stayed). The implementation's: none (nothing binds to
+        // its symbols, and the constants its hot code reads are with that code); it was a 64 kB
+        // chunk while a jump table and a table the hot code reads were in `.rodata`.
         let rodata_kb = if label.is_empty() { 8 } else { 16 };
         // The front's code: its trampolines, the end of its code segment on a 64 KiB boundary
         // (front/trampolines.ld), so that the chunk fault-around maps is theirs alone: 12 kB,
