@@ -23,6 +23,15 @@
 //! (`hot.ld`), so nothing the loops run reads the read-only segment: after `MPI_Init` a rank
 //! maps back that chunk, the front's chunk of dynamic symbols that lazy binding reads, and its
 //! writable data.
+//!
+//! Lazy binding: the program's first call of each routine (and of any other function, printf
+//! included) has the loader look the name up in every object of the global scope, the front
+//! first: the front's dynamic symbol tables (62 kB, one 64 KiB chunk) come back with the first
+//! lookup after the release, and would stay. So at cold points of the steady state (a superstep
+//! that starts a slot of the superstep buffer, after [`FIRST_RELEASE`] supersteps, then each time
+//! their number doubled, then every [`RELEASE_EVERY`]: when the routines of the loops are long
+//! bound) [`release_symbol_tables`] drops them again, with libgcc_s's, verified page by page as
+//! never written (`/proc/self/pagemap`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -43,6 +52,22 @@ const MAX_RANGES: usize = 12;
 static KNOWN: [AtomicUsize; 2 * MAX_RANGES] = [const { AtomicUsize::new(0) }; 2 * MAX_RANGES];
 static KNOWN_N: AtomicUsize = AtomicUsize::new(UNKNOWN);
 const UNKNOWN: usize = usize::MAX;
+
+/// Supersteps before the first [`release_symbol_tables`], and most between two: a routine first
+/// called later keeps the front's symbol tables resident for at most as many supersteps as had
+/// run, and at most this many. Each costs a few system calls (a few microseconds).
+pub const FIRST_RELEASE: u64 = 1 << 10;
+pub const RELEASE_EVERY: u64 = 1 << 14;
+
+/// Most ranges [`release_symbol_tables`] drops again (the front's read-only data, libgcc_s's).
+const MAX_LOOKED_UP: usize = 4;
+/// Of the ranges the first release found, those that lookups read again after `MPI_Init` (the
+/// read-only data segments, i.e. not code, of the front and of libgcc_s: their symbol tables),
+/// as (start, end) pairs, and how many (0 until then); with the page size.
+static LOOKED_UP: [AtomicUsize; 2 * MAX_LOOKED_UP] =
+    [const { AtomicUsize::new(0) }; 2 * MAX_LOOKED_UP];
+static LOOKED_UP_N: AtomicUsize = AtomicUsize::new(0);
+static PAGE: AtomicUsize = AtomicUsize::new(0);
 
 /// Drop this process's mappings of the read-only segments (see the module doc). Placed with the
 /// hot wrappers and allocation-free after the first `madvise`, so that the code running after it
@@ -90,21 +115,125 @@ pub fn release_init_pages() {
 
 #[inline(never)]
 fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
-    let ranges = read_only_ranges();
+    let ReadOnly { ranges, looked_up } = read_only_ranges();
+    for (i, r) in looked_up.iter().take(MAX_LOOKED_UP).enumerate() {
+        LOOKED_UP[2 * i].store(r.start, Relaxed);
+        LOOKED_UP[2 * i + 1].store(r.end, Relaxed);
+    }
+    PAGE.store(page_size(), Relaxed);
+    LOOKED_UP_N.store(looked_up.len().min(MAX_LOOKED_UP), Release);
     let n = ranges.len().min(MAX_RANGES);
     todo[..n].copy_from_slice(&ranges[..n]);
     n
+}
+
+/// `/proc/self/pagemap`, with the hot code: as a literal in `.rodata` it would map a chunk of
+/// that at every call.
+#[link_section = ".text.hot.mpistat"]
+static PAGEMAP: [u8; 19] = *b"/proc/self/pagemap\0";
+
+/// Drop again this process's mappings of the front's and libgcc_s's read-only data (their
+/// dynamic symbol tables, which every lazy binding reads: see the module doc), at a cold point
+/// of the steady state: called on the schedule of the module doc, never on the per-call path. Only pages that `/proc/self/pagemap` shows as not copied are dropped (mapped
+/// from the file, or not mapped and not swapped): a page someone wrote (copy-on-write, after an
+/// `mprotect`) keeps its contents. Without pagemap (no /proc, a seccomp filter) nothing is
+/// dropped. With the hot code and allocation-free, as [`release_init_pages`]: nothing here may
+/// panic (the hot path runs it unguarded). Costs a few system calls: open, one read per 256 kB
+/// range, one `madvise` per run of droppable pages, close.
+#[cold]
+#[inline(never)]
+#[link_section = ".text.hot.mpistat"]
+pub fn release_symbol_tables() {
+    let n = LOOKED_UP_N.load(Acquire).min(MAX_LOOKED_UP);
+    let page = PAGE.load(Relaxed);
+    if n == 0 || page == 0 {
+        return;
+    }
+    // SAFETY: a NUL-terminated path; the descriptor is closed below.
+    let fd = unsafe { libc::open(PAGEMAP.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return;
+    }
+    for i in 0..n {
+        let (start, end) = (
+            LOOKED_UP[2 * i].load(Relaxed),
+            LOOKED_UP[2 * i + 1].load(Relaxed),
+        );
+        drop_unwritten_pages(fd, start, end, page);
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+}
+
+/// Drop the pages of `start..end` (page-aligned, inside a read-only file mapping) that the
+/// pagemap `fd` shows as not copied: present and file-backed, or neither present nor swapped.
+/// Stops (having dropped only what it read) if the read fails.
+#[inline(always)]
+fn drop_unwritten_pages(fd: c_int, start: usize, end: usize, page: usize) {
+    // pagemap's bits (Documentation/admin-guide/mm/pagemap.rst).
+    const PRESENT: u64 = 1 << 63;
+    const SWAPPED: u64 = 1 << 62;
+    const FILE: u64 = 1 << 61;
+    let unwritten = |e: u64| {
+        if e & PRESENT != 0 {
+            e & FILE != 0
+        } else {
+            e & SWAPPED == 0
+        }
+    };
+    let drop_run = |from: usize, to: usize| {
+        if from < to {
+            // SAFETY: pages of a read-only file mapping that pagemap showed as not copied:
+            // MADV_DONTNEED only drops their page-table entries; the next read maps the same
+            // file bytes back.
+            unsafe { libc::madvise(from as *mut c_void, to - from, libc::MADV_DONTNEED) };
+        }
+    };
+    let mut entries = [0u64; 64];
+    let mut run = start;
+    let mut at = start;
+    while at < end {
+        let want = ((end - at) / page).min(entries.len());
+        // SAFETY: reads at most `entries`' bytes into it.
+        let got = unsafe {
+            libc::pread(
+                fd,
+                entries.as_mut_ptr().cast(),
+                want * 8,
+                (at / page * 8) as libc::off_t,
+            )
+        };
+        if got < 8 {
+            break;
+        }
+        for &e in entries.iter().take(got as usize / 8) {
+            if !unwritten(e) {
+                drop_run(run, at);
+                run = at + page;
+            }
+            at += page;
+        }
+    }
+    drop_run(run, at.min(end));
 }
 
 /// The read-only `PT_LOAD` segments of this library, of the front that loaded it (if one did:
 /// its code ran once, to choose and load us; its trampolines and dynamic symbols map back in as
 /// they are used), and of libgcc_s, which Rust's unwinding brings into C and Fortran programs
 /// that would not load it otherwise; its code runs only when a panic unwinds.
-pub fn read_only_ranges() -> Vec<Range> {
+pub struct ReadOnly {
+    pub ranges: Vec<Range>,
+    /// Those that lookups of names read again after `MPI_Init`: the front's and libgcc_s's
+    /// read-only segments of data (their dynamic symbol tables; not their code).
+    pub looked_up: Vec<Range>,
+}
+
+/// The [`ReadOnly`] ranges of this process.
+pub fn read_only_ranges() -> ReadOnly {
     struct Search {
-        /// Addresses inside the objects to release (0: none).
+        /// Addresses inside this library and the front (0: none).
         anchors: [usize; 2],
-        ranges: Vec<Range>,
+        found: ReadOnly,
     }
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
@@ -116,37 +245,56 @@ pub fn read_only_ranges() -> Vec<Range> {
         // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
         let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
         let base = info.dlpi_addr as usize;
-        let ours = phdrs.iter().any(|p| {
-            let start = base + p.p_vaddr as usize;
-            let segment = start..start + p.p_memsz as usize;
-            p.p_type == libc::PT_LOAD && search.anchors.iter().any(|a| segment.contains(a))
-        });
+        let holds = |a: usize| {
+            phdrs.iter().any(|p| {
+                let start = base + p.p_vaddr as usize;
+                p.p_type == libc::PT_LOAD && (start..start + p.p_memsz as usize).contains(&a)
+            })
+        };
+        let [own, front] = search.anchors;
+        let (own, front) = (holds(own), front != 0 && holds(front));
         // SAFETY: dlpi_name is a NUL-terminated string (possibly empty) or null.
         let unwinder = !info.dlpi_name.is_null()
             && unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
                 .to_bytes()
                 .ends_with(b"/libgcc_s.so.1");
-        if ours || unwinder {
-            search.ranges.extend(ranges_of(phdrs, base, page_size()));
+        if own || front || unwinder {
+            let found = &mut search.found;
+            found
+                .ranges
+                .extend(ranges_of(phdrs, base, page_size(), libc::PF_W));
+            if front || unwinder {
+                let data = ranges_of(phdrs, base, page_size(), libc::PF_W | libc::PF_X);
+                found.looked_up.extend(data);
+            }
         }
         0
     }
     let mut search = Search {
         anchors: [
-            read_only_ranges as fn() -> Vec<Range> as usize,
+            read_only_ranges as fn() -> ReadOnly as usize,
             crate::next::front_address(),
         ],
-        ranges: Vec::new(),
+        found: ReadOnly {
+            ranges: Vec::new(),
+            looked_up: Vec::new(),
+        },
     };
     // SAFETY: `visit` matches the callback type and only reads what the loader gives it.
     unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
-    search.ranges
+    search.found
 }
 
-/// The read-only loadable segments in `phdrs`, loaded at `base`, as whole pages: a segment's
-/// first and last page are included unless another loadable segment (possibly writable, which
-/// the loader mapped over it) lies in the same page.
-pub fn ranges_of(phdrs: &[libc::Elf64_Phdr], base: usize, page: usize) -> Vec<Range> {
+/// The loadable segments in `phdrs` with none of the flags `excluded` (`PF_W`: the read-only
+/// ones), loaded at `base`, as whole pages: a segment's first and last page are included unless
+/// another loadable segment (possibly writable, which the loader mapped over it) lies in the same
+/// page.
+pub fn ranges_of(
+    phdrs: &[libc::Elf64_Phdr],
+    base: usize,
+    page: usize,
+    excluded: u32,
+) -> Vec<Range> {
     let loads: Vec<&libc::Elf64_Phdr> =
         phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).collect();
     let span = |p: &libc::Elf64_Phdr| (p.p_vaddr as usize, (p.p_vaddr + p.p_memsz) as usize);
@@ -160,7 +308,7 @@ pub fn ranges_of(phdrs: &[libc::Elf64_Phdr], base: usize, page: usize) -> Vec<Ra
     loads
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.p_flags & libc::PF_W == 0)
+        .filter(|(_, p)| p.p_flags & excluded == 0)
         .filter_map(|(i, p)| {
             let (start, end) = span(p);
             let first = start / page * page;
@@ -219,7 +367,7 @@ mod tests {
         ];
         let base = 0x7f00_0000_0000;
         assert_eq!(
-            ranges_of(&phdrs, base, 0x1000),
+            ranges_of(&phdrs, base, 0x1000, libc::PF_W),
             vec![
                 Range {
                     start: base,
@@ -239,7 +387,7 @@ mod tests {
             phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x191280, 0x8d80),
         ];
         assert_eq!(
-            ranges_of(&phdrs, base, 0x1000),
+            ranges_of(&phdrs, base, 0x1000, libc::PF_W),
             vec![
                 Range {
                     start: base,
@@ -259,22 +407,101 @@ mod tests {
             phdr(libc::PT_LOAD, libc::PF_R, 0x1100, 0x800),
             phdr(libc::PT_LOAD, libc::PF_R | libc::PF_W, 0x1900, 0x800),
         ];
-        assert_eq!(ranges_of(&phdrs, 0, 0x1000), vec![]);
+        assert_eq!(ranges_of(&phdrs, 0, 0x1000, libc::PF_W), vec![]);
     }
 
     #[test]
     fn this_test_binary_has_read_only_ranges_around_its_code() {
-        let ranges = read_only_ranges();
-        let here = read_only_ranges as fn() -> Vec<Range> as usize;
+        let ranges = read_only_ranges().ranges;
+        let here = read_only_ranges as fn() -> ReadOnly as usize;
         assert!(
             ranges.iter().any(|r| (r.start..r.end).contains(&here)),
             "{ranges:x?}"
         );
     }
 
+    /// Whether each page of `start..start + pages * 4096` is mapped, and whether it is a copy,
+    /// from pagemap.
+    fn mapped_and_copied(start: usize, pages: usize) -> Vec<(bool, bool)> {
+        use std::os::unix::fs::FileExt;
+        let mut bytes = vec![0u8; pages * 8];
+        std::fs::File::open("/proc/self/pagemap")
+            .unwrap()
+            .read_exact_at(&mut bytes, (start / 4096 * 8) as u64)
+            .unwrap();
+        bytes
+            .chunks(8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap()))
+            .map(|e| (e >> 63 == 1, e >> 63 == 1 && (e >> 61) & 1 == 0))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_written_since_it_was_mapped_is_never_dropped() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("footprint-drop-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 4 * 4096]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let len = 4 * 4096;
+        // SAFETY: a private read-only mapping of our own file, unmapped below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(map, libc::MAP_FAILED as *mut u8);
+        let start = map as usize;
+        // SAFETY: inside the mapping; page 2 made writable, written (copied), read-only again.
+        unsafe {
+            for page in 0..4 {
+                std::ptr::read_volatile(map.add(page * 4096));
+            }
+            assert_eq!(
+                libc::mprotect(
+                    map.add(2 * 4096).cast(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_WRITE
+                ),
+                0
+            );
+            *map.add(2 * 4096) = 42;
+            assert_eq!(
+                libc::mprotect(map.add(2 * 4096).cast(), 4096, libc::PROT_READ),
+                0
+            );
+        }
+        assert_eq!(
+            mapped_and_copied(start, 4),
+            [(true, false), (true, false), (true, true), (true, false)]
+        );
+        let pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
+        drop_unwritten_pages(pagemap.as_raw_fd(), start, start + len, 4096);
+        // The file's pages are gone, the copy stays, and holds what was written.
+        assert_eq!(
+            mapped_and_copied(start, 4),
+            [(false, false), (false, false), (true, true), (false, false)]
+        );
+        // SAFETY: inside the mapping, then unmapped once.
+        unsafe {
+            assert_eq!(*map.add(2 * 4096), 42);
+            assert_eq!(*map.add(3 * 4096), 7);
+            libc::munmap(map.cast(), len);
+        }
+    }
+
     #[test]
     fn code_still_runs_after_its_pages_were_released() {
         release_init_pages();
-        assert!(!read_only_ranges().is_empty(), "and we are still running");
+        release_symbol_tables();
+        assert!(
+            !read_only_ranges().ranges.is_empty(),
+            "and we are still running"
+        );
     }
 }

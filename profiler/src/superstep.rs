@@ -221,6 +221,8 @@ struct State {
     batch: Batch,
     /// Supersteps may be batched: one thread ends them all, below `MPI_THREAD_MULTIPLE`.
     batching: bool,
+    /// When `steps.raw` reaches this, [`State::release_symbol_tables`] runs.
+    next_release: u64,
 }
 
 /// Supersteps that ended since [`State`]'s `start`, all of them in the last slot's room, kept
@@ -272,6 +274,7 @@ impl State {
         mpi_at_start: 0,
         batch: Batch::EMPTY,
         batching: false,
+        next_release: crate::footprint::FIRST_RELEASE,
     };
 
     /// Whether this holds a buffer.
@@ -320,6 +323,25 @@ impl State {
             let room = self.steps.room_in_last();
             self.batch.room = room;
             self.batch.left = room;
+        }
+        if self.steps.raw >= self.next_release {
+            self.release_symbol_tables();
+        }
+    }
+
+    /// At a cold point of the steady state ([`State::end_unbatched`] runs once per slot of the
+    /// buffer, per superstep only until it first fills): drop the symbol tables that lazy
+    /// bindings mapped back since the last time (footprint.rs), after
+    /// [`crate::footprint::FIRST_RELEASE`] supersteps, then each time their number doubled, then
+    /// every [`crate::footprint::RELEASE_EVERY`].
+    #[cold]
+    #[inline(never)]
+    #[link_section = ".text.hot.mpistat"]
+    fn release_symbol_tables(&mut self) {
+        let raw = self.steps.raw;
+        self.next_release = raw.saturating_add(raw.min(crate::footprint::RELEASE_EVERY));
+        if self.kept() {
+            crate::footprint::release_symbol_tables();
         }
     }
 
