@@ -3,9 +3,10 @@
 # steady state (after MPI_Init's last release of the library's pages, before MPI_Finalize), as
 # callgrind sees them on both ranks of tests/programs/footprint.c traced, in both families'
 # builds, less those another script already places (.text.hot, .text.warm: hot.ld;
-# .text.finalize: finalize.ld). Symbol hashes and crate disambiguators become wildcards, so the
-# list survives rebuilds. Needs the release build and valgrind; prints the list, one pattern a
-# line:
+# .text.finalize: finalize.ld); then, after a comment line, what every mode runs at the end of
+# MPI_Init (after the real one returns, before its release: its second profile part, counting)
+# that no script places. Symbol hashes and crate disambiguators become wildcards, so the list
+# survives rebuilds. Needs the release build and valgrind; prints the list, one pattern a line:
 #
 #     bench/trace-sections.sh > /tmp/list   # then replace the list in profiler/trace.ld
 set -euo pipefail
@@ -23,20 +24,23 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 callgrind=(valgrind --tool=callgrind --demangle=no '--dump-after=*release_init_pages*'
     '--dump-before=*before_finalize*')
 for family in openmpi mpich; do
-    mkdir -p "$work/$family"
-    "mpicc.$family" -O2 -o "$work/$family/fp" "$root/tests/programs/footprint.c"
-    case $family in
-    openmpi)
-        mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
-            -x "MPISTAT_CONFIG=$work/openmpi.toml" -x MPISTAT_TRACE=1 "${callgrind[@]}" \
-            "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" >/dev/null 2>&1
-        ;;
-    mpich)
-        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" \
-            -env MPISTAT_TRACE 1 "${callgrind[@]}" "--callgrind-out-file=$work/$family/cg.%p" \
-            "$work/$family/fp" >/dev/null 2>&1
-        ;;
-    esac
+    "mpicc.$family" -O2 -o "$work/fp.$family" "$root/tests/programs/footprint.c"
+    for trace in 0 1; do
+        out=$work/$family.$trace
+        mkdir -p "$out"
+        case $family in
+        openmpi)
+            mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
+                -x "MPISTAT_CONFIG=$work/openmpi.toml" -x "MPISTAT_TRACE=$trace" "${callgrind[@]}" \
+                "--callgrind-out-file=$out/cg.%p" "$work/fp.$family" >/dev/null 2>&1
+            ;;
+        mpich)
+            mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" \
+                -env MPISTAT_TRACE "$trace" "${callgrind[@]}" "--callgrind-out-file=$out/cg.%p" \
+                "$work/fp.$family" >/dev/null 2>&1
+            ;;
+        esac
+    done
 done
 python3 - "$work" "$root/target/release" <<'PY'
 import glob, re, subprocess, sys
@@ -59,12 +63,12 @@ def placed(family):
             names.add(f[2])
     return names
 
-def steady(family):
-    """The library's functions in each rank's steady part, by callgrind_annotate."""
+def functions(family, trace, part):
+    """The library's functions in each rank's profile part that `part` (the header) picks, by
+    callgrind_annotate."""
     names = []
-    for path in glob.glob(f'{work}/{family}/cg.*.*'):
-        if not re.search(r'^desc: Trigger: --dump-before=\S*before_finalize',
-                         open(path, errors='replace').read(4096), re.M):
+    for path in glob.glob(f'{work}/{family}.{trace}/cg.*.*'):
+        if not part(path, open(path, errors='replace').read(4096)):
             continue
         out = subprocess.run(['callgrind_annotate', '--threshold=100', '--inclusive=no', path],
                              capture_output=True, text=True).stdout
@@ -82,13 +86,22 @@ def pattern(name):
     name = re.sub(r'\.llvm\.\d+$', '*', name)
     return re.sub(r'Cs[0-9A-Za-z]+_', 'Cs*_', name)
 
-out = []
+def steady(path, header):
+    return re.search(r'^desc: Trigger: --dump-before=\S*before_finalize', header, re.M)
+
+def init_end(path, header):
+    return path.endswith('.2')
+
+out, init = [], []
 for family in ('openmpi', 'mpich'):
     elsewhere = placed(family)
-    for name in steady(family):
-        p = pattern(name)
-        # The MPI_Finalize wrapper is finalize.ld's.
-        if name not in elsewhere and p not in out and '_MPI_Finalize17h' not in p:
-            out.append(p)
-print('\n'.join(out))
+    for to, trace, part in ((out, 1, steady), (init, 0, init_end)):
+        for name in functions(family, trace, part):
+            p = pattern(name)
+            # The MPI_Finalize wrapper is finalize.ld's.
+            if name not in elsewhere and p not in out + init and '_MPI_Finalize17h' not in p:
+                to.append(p)
+print('\n'.join(sorted(out)))
+print("# the end of MPI_Init (general_MPI_Init's, after the real MPI_Init)")
+print('\n'.join(sorted(init)))
 PY
