@@ -14,10 +14,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
 # shellcheck source=bench/lib.sh
 source "$root/bench/lib.sh"
-finalize_setup trace-sections
-for family in openmpi mpich; do
-    printf '[trace]\ndirectory = "%s/traces/{job_id}"\n' "$work" >>"$work/$family.toml"
-done
+trace_setup trace-sections
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Part 1, 2, ... of a rank's profile end at each release; the part dumped before
 # `before_finalize` is the steady state.
@@ -28,18 +25,8 @@ for family in openmpi mpich; do
     for trace in 0 1; do
         out=$work/$family.$trace
         mkdir -p "$out"
-        case $family in
-        openmpi)
-            mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
-                -x "MPISTAT_CONFIG=$work/openmpi.toml" -x "MPISTAT_TRACE=$trace" "${callgrind[@]}" \
-                "--callgrind-out-file=$out/cg.%p" "$work/fp.$family" >/dev/null 2>&1
-            ;;
-        mpich)
-            mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" \
-                -env MPISTAT_TRACE "$trace" "${callgrind[@]}" "--callgrind-out-file=$out/cg.%p" \
-                "$work/fp.$family" >/dev/null 2>&1
-            ;;
-        esac
+        footprint_run "$family" "$trace" "$lib" -- "${callgrind[@]}" \
+            "--callgrind-out-file=$out/cg.%p" "$work/fp.$family" >/dev/null 2>&1
     done
 done
 python3 - "$work" "$root/target/release" <<'PY'

@@ -11,10 +11,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
 # shellcheck source=bench/lib.sh
 source "$root/bench/lib.sh"
-finalize_setup trace-walk
-for family in openmpi mpich; do
-    printf '[trace]\ndirectory = "%s/traces/{job_id}"\n' "$work" >>"$work/$family.toml"
-done
+trace_setup trace-walk
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 gcc -O2 -shared -fPIC -o "$work/walk.so" "$root/bench/finalize_walk.c" -ldl
 families=("$@")
@@ -24,18 +21,8 @@ for family in "${families[@]}"; do
     for trace in 0 1; do
         out=$work/$family.$trace
         mkdir -p "$out"
-        case $family in
-        openmpi)
-            mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 \
-                -x "LD_PRELOAD=$work/walk.so:$lib" -x "MPISTAT_CONFIG=$work/openmpi.toml" \
-                -x "MPISTAT_TRACE=$trace" -x "FINALIZE_WALK_DIR=$out" "$work/fp.$family" >/dev/null
-            ;;
-        mpich)
-            mpirun.mpich -np 2 -env LD_PRELOAD "$work/walk.so:$lib" \
-                -env MPISTAT_CONFIG "$work/mpich.toml" -env MPISTAT_TRACE "$trace" \
-                -env FINALIZE_WALK_DIR "$out" "$work/fp.$family" >/dev/null
-            ;;
-        esac
+        footprint_run "$family" "$trace" "$work/walk.so:$lib" "FINALIZE_WALK_DIR=$out" -- \
+            "$work/fp.$family" >/dev/null
         python3 - "$out" "$root/target/release/libmpistat_$family.so" "$family $([ "$trace" = 1 ] && echo traced || echo counting)" <<'PY'
 import glob, re, subprocess, sys
 work, lib, title = sys.argv[1:]

@@ -96,6 +96,29 @@ fn finalize_path_shares_one_section() {
     }
 }
 
+/// The functions `parts` of `lib` (the function itself, `..{part}17h<hash>E`, not a closure of
+/// it) lie in section `name` (its start and size).
+fn assert_functions_inside(
+    lib: &std::path::Path,
+    parts: &[&str],
+    name: &str,
+    (start, size): (u64, u64),
+) {
+    let symbols = readelf_of(lib, &["-sW"]);
+    for part in parts {
+        let function = format!("{part}17h");
+        let addr = symbol_address(&symbols, part, |fields| {
+            fields.last().is_some_and(|n| n.contains(&function))
+        });
+        assert_inside(
+            &format!("{}: {part}", lib.display()),
+            addr,
+            name,
+            (start, size),
+        );
+    }
+}
+
 /// The address of the first symbol of `readelf -sW` output whose fields `matches` (`what` names
 /// it in the failure).
 fn symbol_address(symbols: &str, what: &str, matches: impl Fn(&[&str]) -> bool) -> u64 {
@@ -341,25 +364,22 @@ fn trace_steady_path_shares_one_section() {
     for family in ["openmpi", "mpich"] {
         let lib = implementation(family);
         let sections = readelf_of(&lib, &["-SW"]);
-        let (start, size) = one_chunk(&sections, ".text.trace");
-        let symbols = readelf_of(&lib, &["-sW"]);
-        for part in [
-            "5trace11left_slowly",
-            "12leave_slowly",
-            "14superstep_done",
-            "5trace14superstep_left",
-            "8callsite9CallSites10find_again",
-            "9rawevents9RawEvents5spill",
-            "5trace5spill4Cuts4push",
-            "5trace5spill4open",
-        ] {
-            let function = format!("{part}17h");
-            let addr = symbol_address(&symbols, part, |fields| {
-                fields.get(3) == Some(&"FUNC")
-                    && fields.last().is_some_and(|name| name.contains(&function))
-            });
-            assert_inside(&format!("{family}: {part}"), addr, ".text.trace", (start, size));
-        }
+        let steady = one_chunk(&sections, ".text.trace");
+        assert_functions_inside(
+            &lib,
+            &[
+                "5trace11left_slowly",
+                "12leave_slowly",
+                "14superstep_done",
+                "5trace14superstep_left",
+                "8callsite9CallSites10find_again",
+                "9rawevents9RawEvents5spill",
+                "5trace5spill4Cuts4push",
+                "5trace5spill4open",
+            ],
+            ".text.trace",
+            steady,
+        );
     }
 }
 
