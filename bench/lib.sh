@@ -80,6 +80,38 @@ finalize_setup() {
     { cat "$work/openmpi.toml"; printf '[profiler]\nassume_all_ranks_profiled = true\n'; } >"$work/mpich.toml"
 }
 
+# trace_setup NAME: finalize_setup NAME, and trace mode's directory ($work/traces) in both
+# configurations (bench/trace-walk.sh, bench/trace-sections.sh).
+trace_setup() {
+    finalize_setup "$1"
+    local family
+    for family in openmpi mpich; do
+        printf '[trace]\ndirectory = "%s/traces/{job_id}"\n' "$work" >>"$work/$family.toml"
+    done
+}
+
+# footprint_run FAMILY TRACE PRELOAD [NAME=VALUE...] -- COMMAND...: COMMAND on 2 ranks of FAMILY
+# (openmpi or mpich) with PRELOAD preloaded, $work/FAMILY.toml, MPISTAT_TRACE=TRACE and the
+# variables given.
+footprint_run() {
+    local family=$1 trace=$2 preload=$3 e
+    shift 3
+    local vars=("LD_PRELOAD=$preload" "MPISTAT_CONFIG=$work/$family.toml" "MPISTAT_TRACE=$trace")
+    while [[ $1 != -- ]]; do vars+=("$1"); shift; done
+    shift
+    local args=()
+    for e in "${vars[@]}"; do
+        case $family in
+        openmpi) args+=(-x "$e") ;;
+        mpich) args+=(-env "${e%%=*}" "${e#*=}") ;;
+        esac
+    done
+    case $family in
+    openmpi) mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 "${args[@]}" "$@" ;;
+    mpich) mpirun.mpich -np 2 "${args[@]}" "$@" ;;
+    esac
+}
+
 # The other profiling libraries ("peers") of bench/run.sh's and bench/instructions.sh's --with:
 # NAME=LIB[,VAR=VALUE...], LIB preloaded with those variables set, split at commas only (a value
 # keeps its spaces). "{mpi}" in LIB stands for the MPI family, openmpi or mpich (bench/peers.sh

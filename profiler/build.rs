@@ -44,6 +44,10 @@ fn main() {
         "cargo:rustc-cdylib-link-arg=-Wl,-T,{}",
         finalize_ld.display()
     );
+    // Trace mode's steady path in one more 64 KiB-aligned section `.text.trace` (see trace.ld).
+    let trace_ld = profiler.join("trace.ld");
+    println!("cargo:rerun-if-changed={}", trace_ld.display());
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", trace_ld.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=65536");
     let dirs = family
         .include_dirs()

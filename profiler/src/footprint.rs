@@ -88,22 +88,46 @@ pub fn release_init_pages() {
             KNOWN_N.store(n, Release);
             n
         }
-        n => {
-            let n = n.min(MAX_RANGES);
-            for (i, r) in todo[..n].iter_mut().enumerate() {
-                *r = Range {
-                    start: KNOWN[2 * i].load(Relaxed),
-                    end: KNOWN[2 * i + 1].load(Relaxed),
-                };
-            }
-            n
-        }
+        n => known_ranges(&mut todo, n),
     };
     // Start-up (site.toml parsing, counter set-up) freed about 100 kB of heap that glibc would
     // keep resident; give the free pages back. This touches only free memory.
     // SAFETY: malloc_trim has no preconditions; it is thread-safe (it locks each arena).
     unsafe { libc::malloc_trim(0) };
-    for r in &todo[..n] {
+    drop_ranges(&todo[..n]);
+}
+
+/// Drop the read-only pages again after [`release_init_pages`] found them (nothing before), but
+/// not the heap's (`malloc_trim` walks every free chunk of the program's heap): for a cold path
+/// of the steady state that ran code no later call needs (trace mode's learning of call sites,
+/// its spill file's opening: `trace/record.rs`; in `.text.trace` with them, profiler/trace.ld).
+pub fn release_read_only_pages() {
+    let mut todo = [Range { start: 0, end: 0 }; MAX_RANGES];
+    match KNOWN_N.load(Acquire) {
+        UNKNOWN => {}
+        n => {
+            let n = known_ranges(&mut todo, n);
+            drop_ranges(&todo[..n]);
+        }
+    }
+}
+
+/// The `n` ranges the first release found, into `todo`; how many.
+#[inline(always)]
+fn known_ranges(todo: &mut [Range; MAX_RANGES], n: usize) -> usize {
+    let n = n.min(MAX_RANGES);
+    for (i, r) in todo[..n].iter_mut().enumerate() {
+        *r = Range {
+            start: KNOWN[2 * i].load(Relaxed),
+            end: KNOWN[2 * i + 1].load(Relaxed),
+        };
+    }
+    n
+}
+
+#[inline(always)]
+fn drop_ranges(todo: &[Range]) {
+    for r in todo {
         // SAFETY: the range lies inside read-only segments that were never written (no text
         // relocations); MADV_DONTNEED on such private file mappings only drops page-table
         // entries, and the next access maps the same file bytes back in.

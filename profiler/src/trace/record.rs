@@ -42,11 +42,20 @@ impl Recorder {
     /// the budget where the events stay in memory ([`Spill::InMemory`]). False when the chunk
     /// cannot be spilled: recording must stop. The spill's time is the recording's overhead
     /// (as Score-P's trace buffer flush).
+    ///
+    /// A spill after cold code ran (the spill file's opening, a new call site's unwinding and
+    /// tables) drops the library's read-only pages again, as at the end of `MPI_Init`: that
+    /// code is spread over `.text`, `.eh_frame` and `.rodata`, 64 KiB of resident memory a chunk
+    /// it touched, and no later call runs it; the steady state maps back only `.text.hot`,
+    /// `.text.warm` and `.text.trace` (`profiler/trace.ld`). At most once a chunk of events,
+    /// and only after something new: never in a loop's steady state.
     pub(super) fn make_room(&mut self, words: usize) -> bool {
         if self.events.len() + words <= self.events.capacity() {
             return true;
         }
+        let mut cold = self.regions_released != self.region_keys.len();
         if let Spill::NotYet = self.spill {
+            cold = true;
             let began = ticks();
             let root = spill::root_of(&self.config.directory);
             let files = spill::open(&root).and_then(|events| Ok((events, spill::open(&root)?)));
@@ -66,6 +75,10 @@ impl Recorder {
             Spill::Files { events, .. } => {
                 let began = ticks();
                 let spilled = self.events.spill(events).is_ok();
+                if cold {
+                    self.regions_released = self.region_keys.len();
+                    crate::footprint::release_read_only_pages();
+                }
                 self.overhead_ticks += ticks().saturating_sub(began);
                 spilled
             }

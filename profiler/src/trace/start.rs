@@ -158,6 +158,7 @@ impl Recorder {
             regions: FastMap::default(),
             fast,
             region_keys: Vec::new(),
+            regions_released: 0,
             sites: CallSites::default(),
             comms,
             // The world's entry, with room for its members as the launcher counts them: the

@@ -128,6 +128,9 @@ pub(super) struct Recorder {
     /// [`CallSites`] finds sites with; and its [`Facts`].
     pub(super) fast: Vec<FastSite>,
     pub(super) region_keys: Vec<(RoutineId, usize)>,
+    /// `region_keys.len()` at the last release of the library's read-only pages
+    /// ([`Recorder::make_room`]): a new call site ran cold code (unwinding, the tables' growth).
+    pub(super) regions_released: usize,
     pub(super) sites: CallSites,
     pub(super) comms: FastMap<usize, u32>,
     /// The communicator of the last call and its id (most calls use the one of the call before).

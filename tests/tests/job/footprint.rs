@@ -96,6 +96,29 @@ fn finalize_path_shares_one_section() {
     }
 }
 
+/// The functions `parts` of `lib` (the function itself, `..{part}17h<hash>E`, not a closure of
+/// it) lie in section `name` (its start and size).
+fn assert_functions_inside(
+    lib: &std::path::Path,
+    parts: &[&str],
+    name: &str,
+    (start, size): (u64, u64),
+) {
+    let symbols = readelf_of(lib, &["-sW"]);
+    for part in parts {
+        let function = format!("{part}17h");
+        let addr = symbol_address(&symbols, part, |fields| {
+            fields.last().is_some_and(|n| n.contains(&function))
+        });
+        assert_inside(
+            &format!("{}: {part}", lib.display()),
+            addr,
+            name,
+            (start, size),
+        );
+    }
+}
+
 /// The address of the first symbol of `readelf -sW` output whose fields `matches` (`what` names
 /// it in the failure).
 fn symbol_address(symbols: &str, what: &str, matches: impl Fn(&[&str]) -> bool) -> u64 {
@@ -348,6 +371,33 @@ fn rip_relative_operands(library: &std::path::Path, section: &str) -> Vec<RipRea
     operands
 }
 
+/// Trace mode's steady path (the recorder's slow path, the end of a superstep, call-site lookup,
+/// the spill) sits in `.text.trace`, one 64 KiB chunk on a boundary (`profiler/trace.ld`), in
+/// both families' builds: spread over `.text`, a traced rank mapped one chunk per function.
+#[test]
+fn trace_steady_path_shares_one_section() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let sections = readelf_of(&lib, &["-SW"]);
+        let steady = one_chunk(&sections, ".text.trace");
+        assert_functions_inside(
+            &lib,
+            &[
+                "5trace11left_slowly",
+                "12leave_slowly",
+                "14superstep_done",
+                "5trace14superstep_left",
+                "8callsite9CallSites10find_again",
+                "9rawevents9RawEvents5spill",
+                "5trace5spill4Cuts4push",
+                "5trace5spill4open",
+            ],
+            ".text.trace",
+            steady,
+        );
+    }
+}
+
 /// The hot routines' general copies (trace mode, per-call counter reads, counting paused or
 /// never on) and the test a paused call makes sit together in `.text.warm`, on a chunk boundary:
 /// a rank running them maps that chunk, not one chunk of `.text` per routine its loops call. The
@@ -387,7 +437,7 @@ for_each_mpi! {
         // front's chunk of dynamic symbols that later lazy bindings read, none of the
         // implementation's. Nothing the loops run (superstep merging included), nor a lookup of
         // a routine, maps another chunk.
-        assert_little_resident(mpi, &[], 64 + 8);
+        assert_little_resident(mpi, &[], 64 + 8, false);
     }
 }
 
@@ -397,19 +447,38 @@ for_each_mpi! {
     /// general copies, which paused calls run (`.text.warm`), and nothing else. `MPI_Pcontrol`
     /// in `.text` kept two more chunks resident (256 kB of code in the bench's job).
     fn pausing_and_resuming_in_a_loop_maps_one_more_chunk(mpi) {
-        assert_little_resident(mpi, &["pcontrol"], 64 + 64 + 8);
+        assert_little_resident(mpi, &["pcontrol"], 64 + 64 + 8, false);
     }
 }
 
-/// Runs `footprint.c` with `args` on 2 ranks of `mpi` and checks what each rank keeps resident
-/// of the implementation (`code_kb` of code at most) and of the front.
-fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64) {
+for_each_mpi! {
+    /// Trace mode's steady state maps two chunks more than counting mode's: the general copies
+    /// the traced wrappers are (`.text.warm`) and the recorder's slow path, call-site lookup and
+    /// spill (`.text.trace`, profiler/trace.ld); what it ran once (the spill file's opening,
+    /// unwinding to learn a call site, with `.eh_frame`) is dropped again at the spill after it.
+    /// Spread over `.text`, a traced rank kept 12-13 chunks of code and 5-6 of read-only data
+    /// (+1.2-1.4 MB of VmRSS).
+    fn a_traced_loop_maps_two_more_chunks(mpi) {
+        assert_little_resident(mpi, &[], 64 + 64 + 64 + 8, true);
+    }
+}
+
+/// Runs `footprint.c` with `args` on 2 ranks of `mpi` (`traced`: in trace mode) and checks what
+/// each rank keeps resident of the implementation (`code_kb` of code at most) and of the front.
+fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64, traced: bool) {
     let _serial = serial();
     let syslogd = Syslogd::start();
+    let home = Scratch::new("footprint-traced");
     let job = args.iter().fold(
         Job::new(program_for("footprint.c", mpi), 2).mpi(mpi),
         |job, a| job.arg(*a),
     );
+    let job = if traced {
+        job.env("HOME", home.path().display().to_string())
+            .env("MPISTAT_TRACE", "1")
+    } else {
+        job
+    };
     let outcome = job.profiled(&syslogd.site_config());
     outcome.assert_success();
     let value = |line: &str, key: &str| -> u64 {
