@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod app;
+pub mod base64url;
 pub mod crc32;
 pub mod deflate;
 pub mod family;

@@ -243,6 +243,9 @@ impl Limits for Fit {
 }
 
 /// `value` cut to at most `max` bytes (on a character boundary), ending in `...` when cut.
+/// Not inlined: a record has ~40 texts, and one copy of this each was most of `fit_record`'s
+/// 19 kB on rank 0's `MPI_Finalize` path (docs/footprint.md, "finrec").
+#[inline(never)]
 fn cut(value: &mut String, max: usize) {
     if value.len() <= max {
         return;

@@ -503,7 +503,7 @@ pub fn encode_fitting(record: &mut JobRecord) -> Vec<String> {
     payload.push(b'\n');
     payload.extend(crate::deflate::compress(&json));
     let record_crc = crate::crc32::hash(&payload);
-    let payload = URL_SAFE_NO_PAD.encode_to_string(payload);
+    let payload = crate::base64url::encode(&payload);
     let summary = summary(record);
     messages(
         Kind::Job,
@@ -559,7 +559,7 @@ pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
         analysis.uid,
         escape(&analysis.user, 64),
     );
-    let payload = URL_SAFE_NO_PAD.encode_to_string(deflated);
+    let payload = crate::base64url::encode(&deflated);
     messages(
         Kind::Analysis,
         &analysis.key(),
