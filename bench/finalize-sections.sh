@@ -2,17 +2,21 @@
 # Makes profiler/finalize.ld's list again: the functions of the profiler that MPI_Finalize runs,
 # as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
 # both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
-# finalize.ld wants them: what a rank other than 0 runs, what rank 0 runs besides the record's
-# building and encoding, then (after `__mpistat_finalize_rank0`) that. Symbol hashes and crate
+# finalize.ld wants them: what a rank other than 0 runs (the common part), then, after
+# `__mpistat_finalize_rank0` and the init code, what rank 0 runs besides the record's building
+# and encoding, then that; a `#` line heads each of rank 0's two lists. Symbol hashes and crate
 # disambiguators become wildcards. Callgrind cannot see what valgrind's CPU lacks (AVX2 and
 # AVX-512 variants) nor a function LLVM merged into a twin (its section has the twin's name):
 # bench/finalize-walk.sh's page faults show those. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
 # -p mpistat-profiler-mpich) and valgrind; prints the list, one pattern a line:
 #
-#     bench/finalize-sections.sh > /tmp/list   # then replace the list in profiler/finalize.ld
+#     bench/finalize-sections.sh > /tmp/list
+#     bench/finalize-sections.sh --write        # the lists into profiler/finalize.ld, in place
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
+write=false
+[ "${1:-}" != --write ] || write=true
 # shellcheck source=bench/lib.sh
 source "$root/bench/lib.sh"
 finalize_setup finalize-sections
@@ -35,7 +39,7 @@ for family in openmpi mpich; do
         ;;
     esac
 done
-python3 - "$work" <<'EOF'
+python3 - "$work" >"$work/list" <<'EOF'
 import glob, os, re, sys
 
 work = sys.argv[1]
@@ -112,7 +116,35 @@ for ranks in runs.values():
             add(rank0, names, every)
     add(encoding, ranks[0][largest], every)
 rank0 = [n for n in rank0 if n not in encoding]
-print('\n'.join(every + rank0))
-print('# rank 0: the record (after __mpistat_finalize_rank0)')
+print('\n'.join(every))
+print('# rank 0 besides the record (after __mpistat_finalize_rank0 and the init code)')
+print('\n'.join(rank0))
+print('# rank 0: the record')
 print('\n'.join(encoding))
+EOF
+if ! $write; then
+    cat "$work/list"
+    exit 0
+fi
+# The lists replace finalize.ld's generated rules: the common part's after the MPI_Finalize
+# wrapper's lines, rank 0's two after the init code's end mark; every other line stays as written.
+python3 - "$work/list" "$root/profiler/finalize.ld" <<'EOF'
+import re, sys
+every, besides, record = open(sys.argv[1]).read().split('\n# ')
+rank0 = besides.split('\n', 1)[1].split() + record.split('\n', 1)[1].split()
+path = sys.argv[2]
+generated = re.compile(r'^    \*\(\.text\.(\S+) \.text\.unlikely\.\1 \.rodata\.\1\)$')
+out, region = [], None
+for line in open(path).read().split('\n'):
+    if region is not None and generated.match(line):
+        continue
+    if region is not None:
+        out.extend(f'    *(.text.{p} .text.unlikely.{p} .rodata.{p})' for p in region)
+        region = None
+    out.append(line)
+    if '*(.text._ZN*wrappers*_MPI_Finalize17h*)' in line:
+        region = every.split()
+    elif 'HIDDEN(__mpistat_init_end = .);' in line:
+        region = rank0
+open(path, 'w').write('\n'.join(out))
 EOF

@@ -417,7 +417,8 @@ fn publish(
             }
         }
     }
-    let lines = mpistat_record::encode(&record);
+    // Cut to the limits in place: the detail report below shows the record as sent.
+    let lines = mpistat_record::wire::encode_fitting(&mut record);
     // The record is built: its code need not stay mapped while it is sent (see before_finalize).
     crate::footprint::release_init_pages();
     let sent = crate::syslog::send(

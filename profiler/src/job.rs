@@ -13,20 +13,24 @@ use mpistat_record::model::{
 use mpistat_site::ProfilerConfig;
 use std::collections::BTreeMap;
 
+// Plain loops rather than `collect()` here: each collect was a generic instance of its own on
+// rank 0's `MPI_Finalize` path (docs/footprint.md, "finrec").
+
 fn whitelisted_env(config: &ProfilerConfig) -> BTreeMap<String, String> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let k = k.to_string_lossy().into_owned();
-            config.env_whitelisted(&k).then(|| {
-                let v: String = v
-                    .to_string_lossy()
-                    .chars()
-                    .take(config.env_value_max)
-                    .collect();
-                (k, v)
-            })
-        })
-        .collect()
+    let mut env = BTreeMap::new();
+    for (k, v) in std::env::vars_os() {
+        let k = k.to_string_lossy().into_owned();
+        if config.env_whitelisted(&k) {
+            let v = v.to_string_lossy();
+            // The first `env_value_max` characters.
+            let end = v
+                .char_indices()
+                .nth(config.env_value_max)
+                .map_or(v.len(), |(at, _)| at);
+            env.insert(k, v[..end].to_string());
+        }
+    }
+    env
 }
 
 // The lists a record has as many entries of as the profiler's tables are within what decoders
@@ -46,29 +50,26 @@ pub fn build_record(
     // SAFETY: getuid cannot fail.
     let uid = unsafe { libc::getuid() };
     let placed = crate::places::known();
-    let routines = reduced
-        .routines
-        .iter()
-        .filter_map(|r| {
-            let [calls, time_ns, count, bytes] = r.stats;
-            if calls.sum == 0 {
-                return None;
-            }
-            let (on_node, off_node) = r.node_bytes;
-            Some(RoutineStats {
-                node_bytes: (placed && bytes.sum > 0).then_some(NodeBytes { on_node, off_node }),
-                name: ROUTINES[r.id].name().to_string(),
-                class: ROUTINES[r.id].class.as_str().to_string(),
-                calls,
-                time_ns,
-                count,
-                bytes,
-                hist: r.hist.clone(),
-                sync_ns: None,
-                counters: BTreeMap::new(),
-            })
-        })
-        .collect();
+    let mut routines = Vec::with_capacity(reduced.routines.len());
+    for r in &reduced.routines {
+        let [calls, time_ns, count, bytes] = r.stats;
+        if calls.sum == 0 {
+            continue;
+        }
+        let (on_node, off_node) = r.node_bytes;
+        routines.push(RoutineStats {
+            node_bytes: (placed && bytes.sum > 0).then_some(NodeBytes { on_node, off_node }),
+            name: ROUTINES[r.id].name().to_string(),
+            class: ROUTINES[r.id].class.as_str().to_string(),
+            calls,
+            time_ns,
+            count,
+            bytes,
+            hist: r.hist.clone(),
+            sync_ns: None,
+            counters: BTreeMap::new(),
+        });
+    }
     let program = program();
     let hosts = crate::peers::node_list();
     let nodes = hosts.as_ref().map_or(reduced.nodes, |h| h.len() as u32);

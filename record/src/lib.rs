@@ -1,7 +1,7 @@
 //! The mpistat job record: what one MPI job leaves behind in syslog.
 //!
 //! `model` is the data (and `analysis` the analysis record `mpistat analyze --send` writes) (one [`JobRecord`] per job, produced by the profiler at `MPI_Finalize`),
-//! `wire` turns a record into syslog lines (compressed by `deflate`, a small raw-DEFLATE encoder sized for a record) and lines back into records (taking only records
+//! `wire` turns a record into syslog lines (compressed by `deflate`, a small raw-DEFLATE encoder sized for a record, checksummed by `crc32` and written by `base64url`, both small for the profiler) and lines back into records (taking only records
 //! within `limits`), `report` renders the
 //! readable per-job report (profiler detail mode and `mpistat show` print the same), `units`
 //! formats numbers for people, `app` names the application a process runs (an interpreter's
@@ -10,6 +10,8 @@
 
 pub mod analysis;
 pub mod app;
+pub mod base64url;
+pub mod crc32;
 pub mod deflate;
 pub mod family;
 pub mod hostlist;

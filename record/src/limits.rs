@@ -243,6 +243,9 @@ impl Limits for Fit {
 }
 
 /// `value` cut to at most `max` bytes (on a character boundary), ending in `...` when cut.
+/// Not inlined: a record has ~40 texts, and one copy of this each was most of `fit_record`'s
+/// 19 kB on rank 0's `MPI_Finalize` path (docs/footprint.md, "finrec").
+#[inline(never)]
 fn cut(value: &mut String, max: usize) {
     if value.len() <= max {
         return;
@@ -292,15 +295,16 @@ fn walk_record(r: &mut JobRecord, limits: &mut impl Limits) {
             &mut routine.name,
             ROUTINE_NAME_MAX,
         );
-        let name = shown(&routine.name);
+        // Shown only in a reason (`Check`): cutting makes none.
+        let name = &routine.name;
         limits.cut(
-            &|| format!("{name}'s class"),
+            &|| format!("{}'s class", shown(name)),
             &mut routine.class,
             ROUTINE_NAME_MAX,
         );
         let hist = &mut routine.hist;
         let keep = limits.count(
-            &|| format!("{name}'s histogram"),
+            &|| format!("{}'s histogram", shown(name)),
             hist.len(),
             HIST_MAX,
             "buckets",
@@ -317,7 +321,7 @@ fn walk_record(r: &mut JobRecord, limits: &mut impl Limits) {
         }
         let counters = &mut routine.counters;
         let keep = limits.count(
-            &|| format!("{name}'s counters"),
+            &|| format!("{}'s counters", shown(name)),
             counters.len(),
             COUNTER_EVENTS_MAX,
             "events",
@@ -326,7 +330,7 @@ fn walk_record(r: &mut JobRecord, limits: &mut impl Limits) {
             counters,
             keep,
             limits,
-            &|| format!("{name}'s counter name"),
+            &|| format!("{}'s counter name", shown(name)),
             ROUTINE_NAME_MAX,
         );
     }
@@ -420,14 +424,14 @@ fn walk_keys<V>(
     if keep == map.len() && map.keys().all(|key| key.len() <= max) {
         return;
     }
-    *map = std::mem::take(map)
-        .into_iter()
-        .take(keep)
-        .map(|(mut key, value)| {
-            limits.cut(what, &mut key, max);
-            (key, value)
-        })
-        .collect();
+    // A loop, not a collect: that was generic code of its own in the profiler (keys equal once
+    // cut keep the last value, as a collect into a map does).
+    let mut kept = BTreeMap::new();
+    for (mut key, value) in std::mem::take(map).into_iter().take(keep) {
+        limits.cut(what, &mut key, max);
+        kept.insert(key, value);
+    }
+    *map = kept;
 }
 
 /// The environment's limits: each name and value, how many, and how many bytes in all. Cut,

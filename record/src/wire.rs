@@ -489,16 +489,21 @@ const HEADER_FIXED: usize = 1 + 1 + 16 + 1 + 1 + 8 + 1 + 8 + 1;
 /// Encode a record as syslog messages (without syslog header), in the current wire version,
 /// cut to the limits first ([`limits::fit_record`]): what decoders take whole.
 pub fn encode(record: &JobRecord) -> Vec<String> {
-    let mut fitted = record.clone();
-    limits::fit_record(&mut fitted);
-    let record = &fitted;
+    encode_fitting(&mut record.clone())
+}
+
+/// [`encode`] of `record` after cutting it to the limits in place (what the profiler does: the
+/// record it keeps is then the one it sent, and no copy of it is made).
+pub fn encode_fitting(record: &mut JobRecord) -> Vec<String> {
+    limits::fit_record(record);
+    let record = &*record;
     let json = serde_json::to_vec(record).expect("a JobRecord always serialises");
     let mut payload = serde_json::to_vec(&JobIndex::of(record)).expect("an index serialises");
     debug_assert!(!payload.contains(&b'\n'), "compact JSON has no newline");
     payload.push(b'\n');
     payload.extend(crate::deflate::compress(&json));
-    let record_crc = crc32fast::hash(&payload);
-    let payload = URL_SAFE_NO_PAD.encode_to_string(payload);
+    let record_crc = crate::crc32::hash(&payload);
+    let payload = crate::base64url::encode(&payload);
     let summary = summary(record);
     messages(
         Kind::Job,
@@ -512,17 +517,26 @@ pub fn encode(record: &JobRecord) -> Vec<String> {
 /// The messages of one record: part 0 `summary`, then `payload` (base64) in chunks.
 fn messages(kind: Kind, key: &str, summary: &str, payload: &str, record_crc: u32) -> Vec<String> {
     let chunk_len = chunk_len_for(kind, payload.len());
-    // Base64 is ASCII, so byte chunks are valid strings.
-    let chunks = payload
-        .as_bytes()
-        .chunks(chunk_len)
-        .map(|chunk| std::str::from_utf8(chunk).expect("base64 is ASCII"));
     let parts = payload.len().div_ceil(chunk_len) as u32 + 1;
-    std::iter::once(summary)
-        .chain(chunks)
-        .enumerate()
-        .map(|(part, data)| message(kind, key, part as u32, parts, record_crc, data))
-        .collect()
+    // A plain loop: the profiler runs this once a job, and iterator adapters here were generic
+    // code of their own on rank 0's `MPI_Finalize` path (docs/footprint.md, "finrec").
+    let mut lines = Vec::with_capacity(parts as usize);
+    lines.push(message(kind, key, 0, parts, record_crc, summary));
+    let mut from = 0;
+    while from < payload.len() {
+        // Base64 is ASCII, so any byte offset is a character boundary.
+        let to = payload.len().min(from + chunk_len);
+        lines.push(message(
+            kind,
+            key,
+            lines.len() as u32,
+            parts,
+            record_crc,
+            &payload[from..to],
+        ));
+        from = to;
+    }
+    lines
 }
 
 /// Encode an analysis record as syslog messages (without syslog header), cut to the limits
@@ -533,7 +547,7 @@ pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
     let analysis = &fitted;
     let json = serde_json::to_vec(analysis).expect("an AnalysisRecord always serialises");
     let deflated = crate::deflate::compress(&json);
-    let record_crc = crc32fast::hash(&deflated);
+    let record_crc = crate::crc32::hash(&deflated);
     let status = if analysis.summary.is_some() {
         "ok"
     } else {
@@ -545,7 +559,7 @@ pub fn encode_analysis(analysis: &AnalysisRecord) -> Vec<String> {
         analysis.uid,
         escape(&analysis.user, 64),
     );
-    let payload = URL_SAFE_NO_PAD.encode_to_string(deflated);
+    let payload = crate::base64url::encode(&deflated);
     messages(
         Kind::Analysis,
         &analysis.key(),
@@ -575,10 +589,10 @@ fn message(kind: Kind, key: &str, part: u32, parts: u32, record_crc: u32, data: 
         Kind::Analysis => ANALYSIS_WIRE_VERSION,
     };
     let head = format!("{marker}{version} {key} {part}/{parts} {record_crc:08x} ");
-    let mut hasher = crc32fast::Hasher::new();
+    let mut hasher = crate::crc32::Crc32::new();
     hasher.update(head.as_bytes());
     hasher.update(data.as_bytes());
-    let line_crc = hasher.finalize();
+    let line_crc = hasher.finish();
     format!("{head}{line_crc:08x} {data}")
 }
 
@@ -606,25 +620,27 @@ fn summary(record: &JobRecord) -> String {
 /// `value` with every byte outside `!`..=`~`, and `\` and `%`, as `\xHH`; at most `max` bytes,
 /// ending in `...` when cut.
 fn escape(value: &str, max: usize) -> String {
-    let escaped: Vec<String> = value
-        .bytes()
-        .map(|b| match b {
-            b'\\' | b'%' => format!("\\x{b:02x}"),
-            b'!'..=b'~' => (b as char).to_string(),
-            _ => format!("\\x{b:02x}"),
-        })
-        .collect();
-    if escaped.iter().map(String::len).sum::<usize>() <= max {
-        return escaped.concat();
-    }
-    let mut out = String::new();
-    for piece in escaped {
-        if out.len() + piece.len() > max - 3 {
-            break;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(value.len().min(max));
+    // The longest output so far, ending between two bytes' pieces, that leaves room for "...".
+    let mut room_for_dots = 0;
+    for b in value.bytes() {
+        if matches!(b, b'!'..=b'~') && b != b'\\' && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str("\\x");
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 0xf)] as char);
         }
-        out.push_str(&piece);
+        if out.len() > max {
+            out.truncate(room_for_dots);
+            out.push_str("...");
+            return out;
+        }
+        if out.len() + 3 <= max {
+            room_for_dots = out.len();
+        }
     }
-    out.push_str("...");
     out
 }
 
@@ -1472,4 +1488,46 @@ pub fn decode<'a>(lines: impl IntoIterator<Item = &'a str>) -> Decoded {
         asm.push(l);
     }
     asm.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+    use proptest::prelude::*;
+
+    /// `escape` as it was written before it had to be small (pieces collected, then joined).
+    fn escape_by_pieces(value: &str, max: usize) -> String {
+        let escaped: Vec<String> = value
+            .bytes()
+            .map(|b| match b {
+                b'\\' | b'%' => format!("\\x{b:02x}"),
+                b'!'..=b'~' => (b as char).to_string(),
+                _ => format!("\\x{b:02x}"),
+            })
+            .collect();
+        if escaped.iter().map(String::len).sum::<usize>() <= max {
+            return escaped.concat();
+        }
+        let mut out = String::new();
+        for piece in escaped {
+            if out.len() + piece.len() > max - 3 {
+                break;
+            }
+            out.push_str(&piece);
+        }
+        out.push_str("...");
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn escape_is_the_pieces_joined_and_cut(
+            value in prop_oneof![".{0,80}", "[ -~]{0,80}", "[%\\\\ \n\t\u{0}é漢a-c]{0,40}"],
+            max in 3usize..90,
+        ) {
+            prop_assert_eq!(escape(&value, max), escape_by_pieces(&value, max));
+        }
+    }
 }

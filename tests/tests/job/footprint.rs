@@ -82,8 +82,10 @@ fn finalize_path_shares_one_section() {
             "5tally7Reduced10over_ranks",
             "9superstep6reduce",
             "3job12build_record",
-            "14mpistat_record4wire6encode",
+            "14mpistat_record4wire14encode_fitting",
+            "14mpistat_record6limits3cut",
             "14mpistat_record7deflate8compress",
+            "14mpistat_record9base64url6encode",
             "6syslog4send",
         ] {
             // The function itself (`..{part}17h<hash>E`), not a closure of it.
