@@ -527,6 +527,9 @@ struct FinalizeFailed(&'static str, MpiError);
 /// The finalize's collectives on a communicator of our own, and rank 0's record. Every rank
 /// stops at its first failed MPI call (the communicator's errors return, [`OwnComm::private`]):
 /// a figure it has not agreed on with the other ranks is not put in a record.
+// Not inlined: in `before_finalize` it made LLVM call `Anchor::now`, `comm_rank` and
+// `OwnComm::node_local` out of line, from a chunk outside `.text.finalize`.
+#[inline(never)]
 #[link_section = ".text.finalize.mpistat"]
 fn reduce_and_publish(
     job: &mut Job,
@@ -570,11 +573,12 @@ fn reduce_and_publish(
         crate::counters::reduce(&comm, rank_counters).map_err(failed("the counters' reduction"))?;
     crate::trace::finish(&comm, job.init.start_unix_ms, job.init.pid);
     crate::footprint::release_init_pages();
-    let reduced = Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm)
-        .map_err(failed("the totals' reduction"));
+    let reduced = Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm);
     crate::footprint::release_init_pages();
-    if let Some(reduced) = reduced? {
-        publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None);
+    match reduced {
+        Ok(Some(reduced)) => publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None),
+        Ok(None) => {}
+        Err(e) => return Err(FinalizeFailed("the totals' reduction", e)),
     }
     crate::footprint::release_init_pages();
     Ok(())

@@ -76,6 +76,7 @@ type AllreduceFn = unsafe extern "C" fn(
 type CommGetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int;
 type QueryThreadFn = unsafe extern "C" fn(*mut c_int) -> c_int;
 
+#[inline]
 pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
     let mut r = 0;
     // SAFETY: the real routine, a communicator handle from MPI, a valid out pointer.
@@ -83,6 +84,7 @@ pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
     Ok(r)
 }
 
+#[inline]
 pub fn comm_size(comm: MPI_Comm) -> MpiResult<c_int> {
     let mut n = 0;
     // SAFETY: as in comm_rank.
@@ -192,6 +194,7 @@ impl OwnComm {
     }
 
     /// The ranks of `self` that share a node with the caller (collective).
+    #[inline]
     pub fn node_local(&self) -> MpiResult<OwnComm> {
         let info = predefined(Predefined::InfoNull).ok_or(MpiError(-1))?;
         let mut c = MPI_Comm::NONE;
