@@ -492,8 +492,8 @@ fn add_estimates(record: &mut JobRecord, e: &Estimates) {
     }
 }
 
-/// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
-/// `MPI_COMM_WORLD`; rank 0 writes the record. If not every rank has the library, there is no
+/// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a communicator of our
+/// own ([`OwnComm::private`]); rank 0 writes the record. If not every rank has the library, there is no
 /// collective: the lead rank ([`Peers::lead`]) writes a partial record of its own data.
 pub fn before_finalize() {
     let hook_start = ticks();

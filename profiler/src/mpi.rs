@@ -218,7 +218,7 @@ impl Drop for OwnComm {
 
 pub use crate::tree::{Op, Part};
 
-/// The tag of the reductions' messages (on our own duplicate, where no user message can be).
+/// The tag of the reductions' messages (on our own communicator, where no user message can be).
 const TREE_TAG: c_int = 0x6d73;
 
 /// Point-to-point on a communicator for [`crate::tree`] (in `.text.finalize` with it).
