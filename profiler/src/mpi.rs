@@ -142,8 +142,8 @@ impl OwnComm {
     /// errors return to us: no message of the program can match ours, a failure of ours cannot
     /// abort the job.
     ///
-    /// `MPI_Comm_create_group`, not `MPI_Comm_dup`: MPICH agrees on the new context id by a
-    /// point-to-point tree over the group instead of its own `MPI_Allreduce` (whose collective
+    /// `MPI_Comm_create_group`, not `MPI_Comm_dup`: MPICH agrees on the new context id by
+    /// point-to-point messages over the group instead of its own `MPI_Allreduce` (whose collective
     /// selection maps 64 kB more of `libmpich` a rank; docs/footprint.md "mpichdup"). The
     /// creating call reports its errors (MPICH's "Too many communicators" when the program
     /// used up the context ids) through `world`'s error handler, by default fatal: `world`
