@@ -6,7 +6,15 @@
  *     mpicc.mpich -O2 -o calls bench/finalize_mpi_calls.c
  *     mpirun.mpich -np 2 ./calls dup,bor,sum,min,max,maxloc,rsum,rmin,rmax,ver,p2p
  *
- * dup: MPI_Comm_dup of MPI_COMM_WORLD (later calls use it); bor/sum/min/max: MPI_Allreduce on
+ * dup: MPI_Comm_dup of MPI_COMM_WORLD (later calls use it); the other ways to a communicator of
+ * one's own (each also becomes the one later calls use): cgroup: MPI_Comm_create_group of
+ * MPI_COMM_WORLD's group (its MPI_Comm_group first); create: MPI_Comm_create with that group;
+ * split: MPI_Comm_split (one color, key = rank); idup: MPI_Comm_idup and MPI_Wait; dupinfo:
+ * MPI_Comm_dup_with_info (MPI_INFO_NULL); seterr: MPI_Comm_set_errhandler(MPI_ERRORS_RETURN) on
+ * the current one; wret: MPI_Comm_get_errhandler of MPI_COMM_WORLD (kept) and MPI_ERRORS_RETURN set
+ * on it; wback: the kept one set back and freed. With MPISTAT_CALLS_NO_LOOP=1 in the environment the program's loop is skipped,
+ * so that the calls run right after MPI_Init (what making the communicator there would map).
+ * bor/sum/min/max: MPI_Allreduce on
  * MPI_UINT64_T; rsum/rmin/rmax: MPI_Reduce on it; maxloc: MPI_Reduce of MPI_LONG_INT with
  * MPI_MAXLOC; ver: MPI_Get_library_version; p2p: MPI_Send from rank 1, MPI_Recv on rank 0;
  * barrier; free: MPI_Comm_free. The order matters: a chunk counts for the first call that maps
@@ -51,7 +59,8 @@ int main(int argc, char **argv) {
     const char *order = argc > 1 ? argv[1] : "dup,bor,sum,min,max,maxloc,rsum,rmin,rmax,ver,p2p";
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank); MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int i = 0; i < 5000; i++) {
+    int loops = getenv("MPISTAT_CALLS_NO_LOOP") ? 0 : 5000;
+    for (int i = 0; i < loops; i++) {
         MPI_Test(&req, &flag, &status);
         MPI_Iprobe(MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &flag, &status);
         MPI_Sendrecv(&x, 1, MPI_DOUBLE, (rank + 1) % size, 0, &y, 1, MPI_DOUBLE, (rank + size - 1) % size, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -59,6 +68,7 @@ int main(int argc, char **argv) {
     }
     walk("base", 0);
     MPI_Comm c = MPI_COMM_WORLD;
+    MPI_Errhandler kept = MPI_ERRHANDLER_NULL;
     static uint64_t a[700], b[700]; struct { long v; int r; } la[100], lb[100];
     for (int i = 0; i < 700; i++) a[i] = i * rank;
     for (int i = 0; i < 100; i++) {
@@ -68,6 +78,19 @@ int main(int argc, char **argv) {
     char *ord = strdup(order);
     for (char *t = strtok(ord, ","); t; t = strtok(NULL, ",")) {
         if (!strcmp(t, "dup")) MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        else if (!strcmp(t, "cgroup") || !strcmp(t, "create")) {
+            MPI_Group g;
+            MPI_Comm_group(MPI_COMM_WORLD, &g);
+            if (t[1] == 'g') MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x6d73, &c);
+            else MPI_Comm_create(MPI_COMM_WORLD, g, &c);
+            MPI_Group_free(&g);
+        }
+        else if (!strcmp(t, "split")) MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &c);
+        else if (!strcmp(t, "idup")) { MPI_Request r; MPI_Comm_idup(MPI_COMM_WORLD, &c, &r); MPI_Wait(&r, MPI_STATUS_IGNORE); }
+        else if (!strcmp(t, "dupinfo")) MPI_Comm_dup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &c);
+        else if (!strcmp(t, "seterr")) MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+        else if (!strcmp(t, "wret")) { MPI_Comm_get_errhandler(MPI_COMM_WORLD, &kept); MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); }
+        else if (!strcmp(t, "wback")) { MPI_Comm_set_errhandler(MPI_COMM_WORLD, kept); MPI_Errhandler_free(&kept); }
         else if (!strcmp(t, "bor")) MPI_Allreduce(a, b, 613, MPI_UINT64_T, MPI_BOR, c);
         else if (!strcmp(t, "sum")) MPI_Allreduce(a, b, 4, MPI_UINT64_T, MPI_SUM, c);
         else if (!strcmp(t, "min")) MPI_Allreduce(a, b, 4, MPI_UINT64_T, MPI_MIN, c);

@@ -9,11 +9,12 @@ use crate::counters::JobCounters;
 use crate::detail::Destination;
 use crate::facts::{unix_ms_now, InitFacts};
 use crate::family::{library_version, Built, Family, Probe};
+use crate::ffi::MPI_Comm;
 use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
 use crate::job::build_record;
-use crate::mpi::{comm_rank, comm_size, comm_world, query_thread, OwnComm};
+use crate::mpi::{comm_rank, comm_size, comm_world, query_thread, MpiError, OwnComm};
 use crate::next::Next;
 use crate::peers::Peers;
 use crate::superstep::Estimates;
@@ -492,8 +493,8 @@ fn add_estimates(record: &mut JobRecord, e: &Estimates) {
     }
 }
 
-/// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a private duplicate of
-/// `MPI_COMM_WORLD`; rank 0 writes the record. If not every rank has the library, there is no
+/// Before the real `MPI_Finalize`: reduce every rank's totals to rank 0 on a communicator of our
+/// own ([`OwnComm::private`]); rank 0 writes the record. If not every rank has the library, there is no
 /// collective: the lead rank ([`Peers::lead`]) writes a partial record of its own data.
 pub fn before_finalize() {
     let hook_start = ticks();
@@ -514,51 +515,89 @@ pub fn before_finalize() {
             // The counters' last read: where MPI_Finalize was entered.
             let rank_counters = crate::counters::finish();
             let Some(world) = comm_world() else { return };
-            let Ok(comm) = OwnComm::dup(world) else {
-                return;
-            };
-            // One rank per node counts the node: the launcher says which, else MPI finds out
-            // (a collective: each one at finalize costs a scheduling round when ranks share cores).
-            let node_leader =
-                match crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank) {
-                    Some(local) => local == 0,
-                    None => comm
-                        .node_local()
-                        .and_then(|node| comm_rank(node.0))
-                        .map(|r| r == 0)
-                        .unwrap_or(false),
-                };
-            let now = Anchor::now();
-            let steps = crate::superstep::finish(hook_start);
-            let totals = rank_totals(job, &now, hook_start);
-            let useful = totals
-                .get(JobValue::WallNs)
-                .saturating_sub(totals.get(JobValue::MpiNs));
-            let estimates = crate::superstep::reduce(
-                &comm,
-                steps,
-                job.rate_start.ns_per_tick(&now),
-                useful,
-                crate::mpi::appnum(),
-            )
-            .ok()
-            .flatten();
-            // Each step of the finalize runs cold code, which the kernel maps 64 kB at a time
-            // around each fault: dropping it again between steps (footprint.rs) makes the peak
-            // the largest step's code rather than all of theirs (300 kB less on each rank of
-            // footprint.c, docs/footprint.md "Finalize"), for a few re-faults of the hot chunk.
-            crate::footprint::release_init_pages();
-            let counters = crate::counters::reduce(&comm, rank_counters).ok().flatten();
-            crate::trace::finish(&comm, job.init.start_unix_ms, job.init.pid);
-            crate::footprint::release_init_pages();
-            let reduced = Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm);
-            crate::footprint::release_init_pages();
-            if let Ok(Some(reduced)) = reduced {
-                publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None);
+            if let Err(failed) = reduce_and_publish(job, world, rank_counters, hook_start) {
+                give_up(job, failed, hook_start);
             }
-            crate::footprint::release_init_pages();
         });
     });
+}
+
+/// A step of the finalize's own MPI traffic that failed, and MPI's error code.
+struct FinalizeFailed(&'static str, MpiError);
+
+/// The finalize's collectives on a communicator of our own, and rank 0's record. Every rank
+/// stops at its first failed MPI call (the communicator's errors return, [`OwnComm::private`]):
+/// a figure it has not agreed on with the other ranks is not put in a record.
+// Not inlined: in `before_finalize` it made LLVM call `Anchor::now`, `comm_rank` and
+// `OwnComm::node_local` out of line, from a chunk outside `.text.finalize`.
+#[inline(never)]
+#[link_section = ".text.finalize.mpistat"]
+fn reduce_and_publish(
+    job: &mut Job,
+    world: MPI_Comm,
+    rank_counters: Option<crate::counters::RankCounters>,
+    hook_start: u64,
+) -> Result<(), FinalizeFailed> {
+    let failed = |step| move |e| FinalizeFailed(step, e);
+    let comm = OwnComm::private(world).map_err(failed("making its communicator"))?;
+    // One rank per node counts the node: the launcher says which, else MPI finds out
+    // (a collective: each one at finalize costs a scheduling round when ranks share cores).
+    let node_leader = match crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank) {
+        Some(local) => local == 0,
+        None => {
+            comm.node_local()
+                .and_then(|node| comm_rank(node.0))
+                .map_err(failed("finding the node's ranks"))?
+                == 0
+        }
+    };
+    let now = Anchor::now();
+    let steps = crate::superstep::finish(hook_start);
+    let totals = rank_totals(job, &now, hook_start);
+    let useful = totals
+        .get(JobValue::WallNs)
+        .saturating_sub(totals.get(JobValue::MpiNs));
+    let estimates = crate::superstep::reduce(
+        &comm,
+        steps,
+        job.rate_start.ns_per_tick(&now),
+        useful,
+        crate::mpi::appnum(),
+    )
+    .map_err(failed("the supersteps' reduction"))?;
+    // Each step of the finalize runs cold code, which the kernel maps 64 kB at a time
+    // around each fault: dropping it again between steps (footprint.rs) makes the peak
+    // the largest step's code rather than all of theirs (300 kB less on each rank of
+    // footprint.c, docs/footprint.md "Finalize"), for a few re-faults of the hot chunk.
+    crate::footprint::release_init_pages();
+    let counters =
+        crate::counters::reduce(&comm, rank_counters).map_err(failed("the counters' reduction"))?;
+    crate::trace::finish(&comm, job.init.start_unix_ms, job.init.pid);
+    crate::footprint::release_init_pages();
+    let reduced = Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm);
+    crate::footprint::release_init_pages();
+    match reduced {
+        Ok(Some(reduced)) => publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None),
+        Ok(None) => {}
+        Err(e) => return Err(FinalizeFailed("the totals' reduction", e)),
+    }
+    crate::footprint::release_init_pages();
+    Ok(())
+}
+
+/// After a failed MPI call of the finalize's own: the lead rank writes a partial record of its
+/// own figures saying which step failed; the others have nothing to add.
+fn give_up(job: &mut Job, FinalizeFailed(step, e): FinalizeFailed, hook_start: u64) {
+    if job.init.rank != job.peers.lead {
+        return;
+    }
+    job.recorded = false;
+    let reason = format!(
+        "the profiler's MPI_Finalize stopped: {step} failed (MPI error {}); rank {} reports alone",
+        e.0, job.init.rank
+    );
+    // The counters were read for the reduction already ([`crate::counters::finish`]).
+    publish_partial(job, reason, hook_start, false);
 }
 
 /// A record from this rank alone, for jobs that end without `MPI_Finalize`; with the counters

@@ -4,17 +4,19 @@
 //! Predefined handles (`MPI_COMM_WORLD`, `MPI_SUM`, ...) come from the MPI family
 //! ([`crate::family`]).
 
-use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Info, MPI_Op};
+use crate::ffi::{MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Group, MPI_Info, MPI_Op};
 // The real routines: the wrappers' `Next`s (one per routine, all looked up at `MPI_Init`).
 use crate::family::{predefined, Handle, Predefined};
 use crate::generated::wrappers::{
     NEXT_MPI_Allreduce as ALLREDUCE, NEXT_MPI_Cart_get as CART_GET,
     NEXT_MPI_Cart_shift as CART_SHIFT, NEXT_MPI_Cartdim_get as CARTDIM_GET,
-    NEXT_MPI_Comm_dup as COMM_DUP, NEXT_MPI_Comm_free as COMM_FREE,
-    NEXT_MPI_Comm_get_attr as COMM_GET_ATTR, NEXT_MPI_Comm_group as COMM_GROUP,
-    NEXT_MPI_Comm_rank as COMM_RANK, NEXT_MPI_Comm_size as COMM_SIZE,
+    NEXT_MPI_Comm_create_group as COMM_CREATE_GROUP, NEXT_MPI_Comm_free as COMM_FREE,
+    NEXT_MPI_Comm_get_attr as COMM_GET_ATTR, NEXT_MPI_Comm_get_errhandler as COMM_GET_ERRHANDLER,
+    NEXT_MPI_Comm_group as COMM_GROUP, NEXT_MPI_Comm_rank as COMM_RANK,
+    NEXT_MPI_Comm_set_errhandler as COMM_SET_ERRHANDLER, NEXT_MPI_Comm_size as COMM_SIZE,
     NEXT_MPI_Comm_split_type as COMM_SPLIT_TYPE, NEXT_MPI_Comm_test_inter as COMM_TEST_INTER,
     NEXT_MPI_Dist_graph_neighbors_count as DIST_GRAPH_NEIGHBORS_COUNT,
+    NEXT_MPI_Errhandler_free as ERRHANDLER_FREE,
     NEXT_MPI_Graph_neighbors_count as GRAPH_NEIGHBORS_COUNT, NEXT_MPI_Group_free as GROUP_FREE,
     NEXT_MPI_Group_size as GROUP_SIZE, NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS,
     NEXT_MPI_Iprobe as IPROBE, NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV,
@@ -42,7 +44,10 @@ pub fn comm_world() -> Option<MPI_Comm> {
 }
 
 type CommIntFn = unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int;
-type CommDupFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int;
+type CommCreateGroupFn = unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int;
+type CommErrhandlerFn = unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int;
+type CommGetErrhandlerFn = unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int;
+type ErrhandlerFreeFn = unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int;
 type CommFreeFn = unsafe extern "C" fn(*mut MPI_Comm) -> c_int;
 type CommSplitTypeFn =
     unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int;
@@ -71,6 +76,7 @@ type AllreduceFn = unsafe extern "C" fn(
 type CommGetAttrFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int;
 type QueryThreadFn = unsafe extern "C" fn(*mut c_int) -> c_int;
 
+#[inline]
 pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
     let mut r = 0;
     // SAFETY: the real routine, a communicator handle from MPI, a valid out pointer.
@@ -78,6 +84,7 @@ pub fn comm_rank(comm: MPI_Comm) -> MpiResult<c_int> {
     Ok(r)
 }
 
+#[inline]
 pub fn comm_size(comm: MPI_Comm) -> MpiResult<c_int> {
     let mut n = 0;
     // SAFETY: as in comm_rank.
@@ -126,16 +133,68 @@ pub fn appnum() -> u32 {
 /// A communicator of our own, freed when dropped.
 pub struct OwnComm(pub MPI_Comm);
 
+/// The tag of [`OwnComm::private`]'s `MPI_Comm_create_group` (its messages are MPI's own, on
+/// `MPI_COMM_WORLD`'s context for collectives, where no user message can be).
+const CREATE_TAG: c_int = 0x6d73;
+
 impl OwnComm {
-    /// A private duplicate of `comm` (collective).
-    pub fn dup(comm: MPI_Comm) -> MpiResult<OwnComm> {
+    /// A communicator of every rank of `world` with a context of its own (collective), whose
+    /// errors return to us: no message of the program can match ours, a failure of ours cannot
+    /// abort the job.
+    ///
+    /// `MPI_Comm_create_group`, not `MPI_Comm_dup`: MPICH agrees on the new context id by
+    /// point-to-point messages over the group instead of its own `MPI_Allreduce` (whose collective
+    /// selection maps 64 kB more of `libmpich` a rank; docs/footprint.md "mpichdup"). The
+    /// creating call reports its errors (MPICH's "Too many communicators" when the program
+    /// used up the context ids) through `world`'s error handler, by default fatal: `world`
+    /// has `MPI_ERRORS_RETURN` for the call, and its own handler back after it.
+    #[link_section = ".text.finalize.mpistat"]
+    pub fn private(world: MPI_Comm) -> MpiResult<OwnComm> {
+        let errors_return: MPI_Errhandler =
+            predefined(Predefined::ErrorsReturn).ok_or(MpiError(-1))?;
+        // SAFETY: the real routines with valid handles and out pointers; `kept` is freed once,
+        // after it was put back.
+        unsafe {
+            let set = transmute::<*mut c_void, CommErrhandlerFn>(COMM_SET_ERRHANDLER.get());
+            let mut kept = MPI_Errhandler::NONE;
+            check(transmute::<*mut c_void, CommGetErrhandlerFn>(
+                COMM_GET_ERRHANDLER.get(),
+            )(world, &mut kept))?;
+            let created = match check(set(world, errors_return)) {
+                Ok(()) => Self::of_group(world),
+                Err(e) => Err(e),
+            };
+            let restored = check(set(world, kept));
+            transmute::<*mut c_void, ErrhandlerFreeFn>(ERRHANDLER_FREE.get())(&mut kept);
+            let comm = created?;
+            restored?;
+            check(set(comm.0, errors_return))?;
+            Ok(comm)
+        }
+    }
+
+    /// `MPI_Comm_create_group` of all of `world`'s group.
+    #[link_section = ".text.finalize.mpistat"]
+    fn of_group(world: MPI_Comm) -> MpiResult<OwnComm> {
+        let mut group = MPI_Group::NONE;
         let mut c = MPI_Comm::NONE;
-        // SAFETY: the real routine with valid pointers.
-        check(unsafe { transmute::<*mut c_void, CommDupFn>(COMM_DUP.get())(comm, &mut c) })?;
+        // SAFETY: the real routines with valid handles and out pointers; the group is freed
+        // once.
+        unsafe {
+            check(transmute::<*mut c_void, CommGroupFn>(COMM_GROUP.get())(
+                world, &mut group,
+            ))?;
+            let rc = transmute::<*mut c_void, CommCreateGroupFn>(COMM_CREATE_GROUP.get())(
+                world, group, CREATE_TAG, &mut c,
+            );
+            transmute::<*mut c_void, GroupFreeFn>(GROUP_FREE.get())(&mut group);
+            check(rc)?;
+        }
         Ok(OwnComm(c))
     }
 
     /// The ranks of `self` that share a node with the caller (collective).
+    #[inline]
     pub fn node_local(&self) -> MpiResult<OwnComm> {
         let info = predefined(Predefined::InfoNull).ok_or(MpiError(-1))?;
         let mut c = MPI_Comm::NONE;
@@ -159,7 +218,7 @@ impl Drop for OwnComm {
 
 pub use crate::tree::{Op, Part};
 
-/// The tag of the reductions' messages (on our own duplicate, where no user message can be).
+/// The tag of the reductions' messages (on our own communicator, where no user message can be).
 const TREE_TAG: c_int = 0x6d73;
 
 /// Point-to-point on a communicator for [`crate::tree`] (in `.text.finalize` with it).

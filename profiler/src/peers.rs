@@ -1,7 +1,7 @@
 //! Whether every rank of the job has this library, learned from the process manager (PMIx under
 //! Open MPI, Hydra's PMI-1 under MPICH), never over MPI.
 //!
-//! The profiler's own collectives (the duplicate of `MPI_COMM_WORLD` and the reductions at
+//! The profiler's own collectives (their communicator of all ranks and the reductions at
 //! `MPI_Finalize`, the trace's set-up) need every rank; a rank that lost
 //! `LD_PRELOAD` (an MPMD job's static or setuid program, a wrapper that clears the environment)
 //! never enters them, and the job would hang. So each rank first learns which ranks are profiled:

@@ -96,6 +96,8 @@ pub enum Predefined {
     Uint64,
     /// `MPI_MAX`, for the one reduction left to MPI ([`crate::mpi::allreduce_max_on`]).
     OpMax,
+    /// `MPI_ERRORS_RETURN`, the error handler of the profiler's own communicator.
+    ErrorsReturn,
 }
 
 /// What a family is to the profiler.

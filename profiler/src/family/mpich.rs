@@ -13,13 +13,14 @@ use std::sync::atomic::{AtomicPtr, Ordering::Relaxed};
 const MAJOR: &str = "4.";
 
 /// The predefined handles the profiler uses, as MPICH's `mpi.h` defines them.
-const HANDLES: [(Predefined, u32); 6] = [
+const HANDLES: [(Predefined, u32); 7] = [
     (Predefined::CommWorld, 0x4400_0000),
     (Predefined::CommNull, 0x0400_0000),
     (Predefined::InfoNull, 0x1c00_0000),
     (Predefined::RequestNull, 0x2c00_0000),
     (Predefined::Uint64, 0x4c00_083e),
     (Predefined::OpMax, 0x5800_0001),
+    (Predefined::ErrorsReturn, 0x5400_0001),
 ];
 
 pub struct Mpich;
@@ -132,6 +133,7 @@ mod tests {
             "MPI_REQUEST_NULL",
             "MPI_UINT64_T",
             "MPI_MAX",
+            "MPI_ERRORS_RETURN",
         ];
         let mut c = String::from("#include <mpi.h>\n#include <stdio.h>\nint main(void) {\n");
         for n in names {

@@ -41,6 +41,7 @@ impl Family for OpenMpi {
             Predefined::RequestNull => c"ompi_request_null",
             Predefined::Uint64 => c"ompi_mpi_uint64_t",
             Predefined::OpMax => c"ompi_mpi_op_max",
+            Predefined::ErrorsReturn => c"ompi_mpi_errors_return",
         };
         let p = crate::next::mpi_object(symbol);
         (!p.is_null()).then(|| p.key())

@@ -1,8 +1,9 @@
 //! Jobs that end without `MPI_Finalize` still leave exactly one record, marked partial, holding
 //! the numbers of the rank that wrote it: the aborting rank for `MPI_Abort`, rank 0 for an exit
-//! without `MPI_Finalize`.
+//! without `MPI_Finalize`, rank 0 for a finalize whose own MPI calls failed.
 
 use mpistat_e2e::*;
+use mpistat_record::model::Stat;
 use std::os::unix::process::ExitStatusExt;
 
 /// Run `program` on 4 ranks profiled; it must fail (mpirun reports the abnormal end) and leave one
@@ -205,5 +206,39 @@ fn sigterm_to_rank_0_leaves_one_partial_record_of_rank_0(mpi) {
     let barrier = routine(&record, "MPI_Barrier");
     assert!(barrier.calls.sum >= 1, "{barrier:?}");
     assert_eq!(barrier.calls.max_rank, 0, "rank 0's own numbers");
+}
+}
+
+for_each_mpi! {
+/// `no_context_left.c` uses up MPI's context ids (MPICH has 2,048) and ends normally: bare, the
+/// job succeeds. The profiler's communicator cannot be made in its `MPI_Finalize` then; that
+/// must not abort the job (under MPICH it did: "Too many communicators" went to
+/// `MPI_COMM_WORLD`'s fatal error handler, exit 15), and rank 0 writes a partial record of its
+/// own figures saying why. Open MPI has more context ids than the program takes (it stops at
+/// 5,000): its record is whole.
+fn a_finalize_that_cannot_make_its_communicator_does_not_abort_the_job(mpi) {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let outcome = Job::new(program_for("no_context_left.c", mpi), 2)
+        .mpi(mpi)
+        .profiled(&syslogd.site_config());
+    outcome.assert_success();
+    let record = syslogd.single_record();
+    let allreduce = routine(&record, "MPI_Allreduce");
+    match mpi {
+        Mpi::Mpich => {
+            assert_eq!(outcome.stdout.trim(), "leaked 2046", "{outcome:?}");
+            let reason = record.partial.as_deref().expect("a partial record");
+            assert!(
+                reason.contains("making its communicator failed") && reason.contains("rank 0"),
+                "{reason}"
+            );
+            assert_eq!(allreduce.calls, Stat::single(1, 0));
+        }
+        Mpi::OpenMpi => {
+            assert_eq!(record.partial, None);
+            assert_eq!(allreduce.calls.sum, 2);
+        }
+    }
 }
 }

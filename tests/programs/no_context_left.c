@@ -1,0 +1,28 @@
+/* A program that leaks communicators until MPI has no context id left for another, then ends
+ * normally: with MPI_ERRORS_RETURN on MPI_COMM_WORLD it duplicates MPI_COMM_WORLD until a
+ * duplicate fails (MPICH's limit is 2,048 context ids; Open MPI's is far higher, so it stops
+ * after MAX_LEAKED), puts MPI_ERRORS_ARE_FATAL back, makes one MPI_Allreduce of 4 doubles, and
+ * calls MPI_Finalize. Bare, the job succeeds. The profiler's own communicator cannot be made in
+ * its MPI_Finalize: that must not abort the job. Rank 0 prints "leaked N" (N duplicates made). */
+#include <mpi.h>
+#include <stdio.h>
+
+#define MAX_LEAKED 5000
+
+int main(int argc, char **argv)
+{
+    int rank, leaked = 0;
+    double a[4] = {1, 2, 3, 4}, s[4];
+    MPI_Comm c;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    while (leaked < MAX_LEAKED && MPI_Comm_dup(MPI_COMM_WORLD, &c) == MPI_SUCCESS)
+        leaked++;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Allreduce(a, s, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("leaked %d\n", leaked);
+    MPI_Finalize();
+    return 0;
+}
