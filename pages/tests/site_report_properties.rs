@@ -15,6 +15,20 @@ fn unescape(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// A plain name that spells another name's encoded form, and the empty name beside a one-letter
+/// one, had one slug (proptest found the second): `serve` would show one user the other's page.
+#[test]
+fn a_plain_name_never_takes_an_encoded_names_slug() {
+    for (a, b) in [
+        ("", "x"),
+        ("a.b", "x612e62"),
+        ("a.b", "-612e62"),
+        ("-", "-2d"),
+    ] {
+        assert_ne!(user_slug(a), user_slug(b), "{a:?} and {b:?}");
+    }
+}
+
 proptest! {
     #[test]
     fn escaping_is_lossless_and_inert(text in ".*") {

@@ -154,18 +154,18 @@ fn pager(out: &mut String, place: Place, page: &str, sort: &str, from: usize, to
 }
 
 /// The file name (without `.html`) of a user's page: the login name when it is plain
-/// (`[A-Za-z0-9_-]`, as login names are), else `x` and the name's bytes in hex, so that no name
-/// can leave the directory or need quoting in a link.
+/// (`[A-Za-z0-9_-]`, as login names are, and not starting with `-`, as no login name does), else
+/// `-` and the name's bytes in hex, so that no name can leave the directory or need quoting in a
+/// link. The two forms cannot meet (only the second starts with `-`): a user whose plain name
+/// spelled another's hex form would otherwise have been shown that user's page (`serve` lets a
+/// user see the page whose slug is their own).
 pub fn user_slug(user: &str) -> String {
-    if !user.is_empty()
-        && user
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-    {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    if !user.is_empty() && !user.starts_with('-') && user.bytes().all(plain) {
         user.to_string()
     } else {
         let hex: String = user.bytes().map(|b| format!("{b:02x}")).collect();
-        format!("x{hex}")
+        format!("-{hex}")
     }
 }
 
