@@ -111,11 +111,28 @@ pub fn prepare(config: &TraceConfig) {
     *EARLY.lock().unwrap_or_else(|e| e.into_inner()) = Some(recorder);
 }
 
+/// `budget` bytes, or half the job's file size limit (`ulimit -f`, `RLIMIT_FSIZE`) where that is
+/// less: a write past the limit raises SIGXFSZ, which kills the rank, and the spill file and the
+/// trace files grow with the words recorded (the rank's trace file stays below them).
+fn within_file_size_limit(budget: usize) -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } == 0;
+    if !read || limit.rlim_cur == libc::RLIM_INFINITY {
+        return budget;
+    }
+    budget.min(usize::try_from(limit.rlim_cur / 2).unwrap_or(usize::MAX))
+}
+
 impl Recorder {
     /// A recorder for the calling thread, without what needs MPI (rank, world, clock samples).
     pub(super) fn new(config: &TraceConfig) -> Recorder {
         // The budget counts words recorded; the chunk holds the latest of them.
-        let capacity = config.budget_bytes / std::mem::size_of::<u64>();
+        let budget_bytes = within_file_size_limit(config.budget_bytes);
+        let capacity = budget_bytes / std::mem::size_of::<u64>();
         let mut events = Vec::new();
         // Taken if the allocator gives it (else the chunk grows on the slow path).
         let _ = events.try_reserve_exact(capacity.min(CHUNK_WORDS));
@@ -141,7 +158,10 @@ impl Recorder {
             })
             .collect();
         let mut recorder = Recorder {
-            config: config.clone(),
+            config: TraceConfig {
+                budget_bytes,
+                ..config.clone()
+            },
             reason: "",
             rank: 0,
             world_size: 0,

@@ -21,30 +21,31 @@ fn trace_root(home: &Path) -> PathBuf {
     home.join(".mpistat/traces")
 }
 
-/// `delays.c` traced on [`RANKS`] ranks of `mpi` with [`ITERS`] loop barriers and no waits,
+/// `delays.c` traced on `ranks` ranks of `mpi` with `iters` loop barriers and no waits,
 /// its launcher run by `wrap` (the command and its environment); the outcome, the record, and
 /// the loop barriers' arrival times each rank wrote (its own account of its run).
 fn run_long_traced_job(
     mpi: Mpi,
     home: &Scratch,
+    (ranks, iters): (u32, u32),
     wrap: impl FnOnce(Command) -> Command,
 ) -> (Outcome, mpistat_record::JobRecord, Vec<usize>) {
     let syslogd = Syslogd::start();
     let timings = Scratch::new("spill-timings");
-    let job = Job::new(program_for("delays.c", mpi), RANKS)
+    let job = Job::new(program_for("delays.c", mpi), ranks)
         .mpi(mpi)
         .env("HOME", home.path().display().to_string())
         .env("DELAYS_TIMINGS", timings.path().display().to_string())
         .env("MPISTAT_TRACE", "1")
         .arg("0")
-        .arg(ITERS.to_string())
+        .arg(iters.to_string())
         .arg("0")
         .arg("0");
     let outcome = run_with_timeout(
         wrap(job.profiled_command(&syslogd.site_config())),
         std::time::Duration::from_secs(300),
     );
-    let arrivals = (0..RANKS)
+    let arrivals = (0..ranks)
         .map(|r| {
             let text = std::fs::read_to_string(timings.path().join(format!("rank-{r}")))
                 .unwrap_or_default();
@@ -77,7 +78,7 @@ for_each_mpi! {
 fn a_long_trace_is_spilled_and_read_back_whole(mpi) {
     let _serial = serial();
     let home = Scratch::new("spill-long");
-    let (outcome, record, arrivals) = run_long_traced_job(mpi, &home, |cmd| cmd);
+    let (outcome, record, arrivals) = run_long_traced_job(mpi, &home, (RANKS, ITERS), |cmd| cmd);
     outcome.assert_success();
     assert_eq!(arrivals, vec![ITERS as usize; RANKS as usize]);
     let info = record.trace.expect("the record says the job was traced");
@@ -163,8 +164,9 @@ fn a_failed_spill_leaves_the_job_alone(mpi: Mpi, how: Spoiled) {
     let root = trace_root(home.path());
     std::fs::create_dir_all(&root).unwrap();
     let image = home.path().join("disk.img");
-    let (outcome, record, arrivals) =
-        run_long_traced_job(mpi, &home, |cmd| spoiled(cmd, how, &root, &image));
+    let (outcome, record, arrivals) = run_long_traced_job(mpi, &home, (RANKS, ITERS), |cmd| {
+        spoiled(cmd, how, &root, &image)
+    });
     outcome.assert_success();
     assert_eq!(arrivals, vec![ITERS as usize; RANKS as usize], "{how:?}");
     assert!(!outcome.stderr.contains("mpistat"), "{outcome:?}");
@@ -192,5 +194,52 @@ fn a_full_disk_stops_the_spill_and_leaves_the_job_alone(mpi) {
 for_each_mpi! {
 fn a_read_only_trace_root_stops_the_spill_and_leaves_the_job_alone(mpi) {
     a_failed_spill_leaves_the_job_alone(mpi, Spoiled::ReadOnly);
+}
+}
+
+/// A file size limit (`ulimit -f`) the bare job lives with: 8 MiB (both MPIs start from 8 MiB,
+/// not at 4).
+const FILE_SIZE_LIMIT: u64 = 8 << 20;
+
+/// Ranks and loop barriers enough for more than [`FILE_SIZE_LIMIT`] of events a rank (56 bytes
+/// each); two ranks, one a core, since 4 oversubscribed ranks of MPICH take minutes.
+const PAST_THE_LIMIT: (u32, u32) = (2, 200_000);
+
+for_each_mpi! {
+/// A traced job under a file size limit the bare job lives with runs to its end: no file of
+/// ours reaches the limit (the kernel's SIGXFSZ would kill the rank: a traced Open MPI job under
+/// `ulimit -f 8192` died of it), the rank records at most half of it and says so.
+fn a_file_size_limit_stops_the_recording_and_leaves_the_job_alone(mpi) {
+    let _serial = serial();
+    let home = Scratch::new("spill-fsize");
+    let (outcome, record, arrivals) =
+        run_long_traced_job(mpi, &home, PAST_THE_LIMIT, |cmd| {
+            let mut limited = Command::new("prlimit");
+            limited
+                .arg(format!("--fsize={FILE_SIZE_LIMIT}"))
+                .arg("--")
+                .arg(cmd.get_program())
+                .args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                match v {
+                    Some(v) => limited.env(k, v),
+                    None => limited.env_remove(k),
+                };
+            }
+            if let Some(dir) = cmd.get_current_dir() {
+                limited.current_dir(dir);
+            }
+            limited
+        });
+    outcome.assert_success();
+    let (ranks, iters) = PAST_THE_LIMIT;
+    assert_eq!(arrivals, vec![iters as usize; ranks as usize]);
+    assert!(!outcome.stderr.contains("mpistat"), "{outcome:?}");
+    let info = record.trace.expect("the record says the job was traced");
+    let stopped = info.stopped.unwrap_or_default();
+    assert!(
+        stopped.contains("recording stopped: a rank's trace budget"),
+        "{stopped}"
+    );
 }
 }
