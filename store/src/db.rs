@@ -227,9 +227,13 @@ impl Db {
                 |client, statement, params| client.execute(statement, params),
             )?;
             loop {
-                let rows = pg.run(&fetch, &[], |client, statement, _| {
-                    client.query(statement, &[])
-                })?;
+                // Prepared anew, never from the statement cache: a FETCH's rows are shaped by
+                // the cursor's query, which another read under the same name may change.
+                let rows = pg
+                    .client
+                    .borrow_mut()
+                    .query(fetch.as_str(), &[])
+                    .map_err(pg_error)?;
                 for row in &rows {
                     if each(&Row::Postgres(row))? {
                         return Ok(());
