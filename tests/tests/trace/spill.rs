@@ -128,8 +128,8 @@ fn spoiled(cmd: Command, how: Spoiled, root: &Path, image: &Path) -> Command {
         Spoiled::ReadOnly => r#"mount --bind "$2" "$2" && mount -o remount,bind,ro "$2""#,
     };
     let script = format!("{mount} && shift 2 && exec \"$@\"");
-    let mut wrapped = Command::new("unshare");
-    wrapped
+    let mut unshare = Command::new("unshare");
+    unshare
         .args([
             "--mount",
             "--propagation",
@@ -141,20 +141,26 @@ fn spoiled(cmd: Command, how: Spoiled, root: &Path, image: &Path) -> Command {
             "sh",
         ])
         .arg(image)
-        .arg(root)
-        .arg(cmd.get_program())
-        .args(cmd.get_args());
+        .arg(root);
+    wrapped_in(unshare, &cmd)
+}
+
+/// `wrapper` (whose last argument is to be the command it runs) running `cmd`, with `cmd`'s
+/// environment and directory.
+fn wrapped_in(mut wrapper: Command, cmd: &Command) -> Command {
+    wrapper.arg(cmd.get_program()).args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
         match v {
-            Some(v) => wrapped.env(k, v),
-            None => wrapped.env_remove(k),
+            Some(v) => wrapper.env(k, v),
+            None => wrapper.env_remove(k),
         };
     }
     if let Some(dir) = cmd.get_current_dir() {
-        wrapped.current_dir(dir);
+        wrapper.current_dir(dir);
     }
-    wrapped
+    wrapper
 }
+
 /// The job under a spoiled trace root: it runs to its end as it would (every rank's every
 /// iteration, exit 0, nothing printed of mpistat), and its record says the recording stopped
 /// because a spill failed.
@@ -214,22 +220,9 @@ fn a_file_size_limit_stops_the_recording_and_leaves_the_job_alone(mpi) {
     let home = Scratch::new("spill-fsize");
     let (outcome, record, arrivals) =
         run_long_traced_job(mpi, &home, PAST_THE_LIMIT, |cmd| {
-            let mut limited = Command::new("prlimit");
-            limited
-                .arg(format!("--fsize={FILE_SIZE_LIMIT}"))
-                .arg("--")
-                .arg(cmd.get_program())
-                .args(cmd.get_args());
-            for (k, v) in cmd.get_envs() {
-                match v {
-                    Some(v) => limited.env(k, v),
-                    None => limited.env_remove(k),
-                };
-            }
-            if let Some(dir) = cmd.get_current_dir() {
-                limited.current_dir(dir);
-            }
-            limited
+            let mut prlimit = Command::new("prlimit");
+            prlimit.arg(format!("--fsize={FILE_SIZE_LIMIT}")).arg("--");
+            wrapped_in(prlimit, &cmd)
         });
     outcome.assert_success();
     let (ranks, iters) = PAST_THE_LIMIT;
