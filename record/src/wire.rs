@@ -443,21 +443,7 @@ impl CompleteJob {
 
 /// The analysis record in `json` (inflated), checking its model version, limits and key.
 fn analysis_of_json(key: &str, json: &[u8]) -> Result<AnalysisRecord, Problem> {
-    let version = serde_json::from_slice::<ModelVersion>(json)
-        .map_err(|e| bad_payload(key, format!("analysis JSON: {e}")))?
-        .version;
-    match version {
-        Some(v) if v > u64::from(ANALYSIS_MODEL_VERSION) => {
-            return Err(Problem::UnsupportedModelVersion {
-                key: key.to_string(),
-                version: v,
-            })
-        }
-        Some(_) => {}
-        None => return Err(bad_payload(key, "analysis: no model version".into())),
-    }
-    let mut record: AnalysisRecord =
-        serde_json::from_slice(json).map_err(|e| bad_payload(key, format!("analysis: {e}")))?;
+    let mut record: AnalysisRecord = parse_versioned(key, json, "analysis")?;
     limits::check_analysis(&mut record).map_err(|oversize| oversized(key, oversize))?;
     if record.key() != key {
         return Err(bad_payload(
@@ -1429,7 +1415,8 @@ fn record_of_json(key: &str, json: &[u8]) -> Result<JobRecord, Problem> {
     Ok(record)
 }
 
-/// A value with a model `version` field (record or index) from `json`, rejecting newer models.
+/// A value with a model `version` field (record, index or analysis) from `json`, rejecting models
+/// newer than its type reads.
 fn parse_versioned<T: serde::de::DeserializeOwned + HasVersion>(
     key: &str,
     json: &[u8],
@@ -1447,29 +1434,37 @@ fn parse_versioned<T: serde::de::DeserializeOwned + HasVersion>(
         }
     };
     match version {
-        Some(version) if version > u64::from(MODEL_VERSION) => {
-            Err(Problem::UnsupportedModelVersion {
-                key: key.to_string(),
-                version,
-            })
-        }
+        Some(version) if version > u64::from(T::NEWEST) => Err(Problem::UnsupportedModelVersion {
+            key: key.to_string(),
+            version,
+        }),
         Some(_) => parsed.map_err(|e| bad_payload(key, format!("{what}: {e}"))),
         None => Err(bad_payload(key, format!("{what}: no model version"))),
     }
 }
 
-/// The model version a record or index carries.
+/// The model version a record, index or analysis carries, and the newest this build reads.
 trait HasVersion {
+    const NEWEST: u32;
     fn version(&self) -> u32;
 }
 
+impl HasVersion for AnalysisRecord {
+    const NEWEST: u32 = ANALYSIS_MODEL_VERSION;
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
 impl HasVersion for JobRecord {
+    const NEWEST: u32 = MODEL_VERSION;
     fn version(&self) -> u32 {
         self.version
     }
 }
 
 impl HasVersion for JobIndex {
+    const NEWEST: u32 = MODEL_VERSION;
     fn version(&self) -> u32 {
         self.version
     }

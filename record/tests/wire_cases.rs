@@ -461,3 +461,29 @@ fn lines_are_bytes_and_only_our_message_must_be_ascii() {
         }
     );
 }
+
+/// An analysis of a newer model than this build reads is told as such, by the analysis' own
+/// model version (not the job record's, which is higher).
+#[test]
+fn an_analysis_of_a_newer_model_is_unsupported() {
+    use mpistat_record::analysis::{AnalysisRecord, ANALYSIS_MODEL_VERSION};
+    let analysis = AnalysisRecord {
+        version: ANALYSIS_MODEL_VERSION + 1,
+        job_key: "0123456789abcdef".into(),
+        ..AnalysisRecord::default()
+    };
+    // Below the job record's newest, so that only the analysis' own bound refuses it.
+    const _: () = assert!(ANALYSIS_MODEL_VERSION < mpistat_record::model::MODEL_VERSION);
+    let json = serde_json::to_vec(&analysis).unwrap();
+    let deflated = miniz_oxide::deflate::compress_to_vec(&json, 6);
+    let lines = common::messages_of_kind("MPISTATA1", &analysis.key(), "analysis", &deflated);
+    let decoded = decode(lines.iter().map(String::as_str));
+    assert!(decoded.analyses.is_empty());
+    assert_eq!(
+        decoded.problems,
+        vec![Problem::UnsupportedModelVersion {
+            key: analysis.key(),
+            version: u64::from(ANALYSIS_MODEL_VERSION + 1)
+        }]
+    );
+}
