@@ -148,7 +148,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
-    hold_none();
+    crate::requests::settle_front();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -724,20 +724,51 @@ static HELD: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::null_mut());
 
 /// At the post of a nonblocking receive of routine `id` kept in front (on the main thread, its
 /// steady path): whether its memo holds the receive's key (all but the source, which its
-/// status tells), tested as [`Memo::holds_own`] tests it, is what [`held`] tells.
+/// status tells), tested as [`Memo::holds_own`] tests it, is what [`held`] tells, and what
+/// this returns. If it does, the front keeps nothing of the key but the request
+/// (`requests::stage_front`): [`take_held_key`] gives it back.
 #[inline(always)]
-pub fn hold_if_key(id: RoutineId, count: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) {
+pub fn hold_if_key(
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> bool {
     let memo = &crate::threads::main_table().routines[id].memo;
     // SAFETY: as in `holds_own` (the main thread's table, on the main thread).
     let holds = unsafe {
         memo.holds_type_and_count(count, datatype, false) && memo.holds_comm_anywhere(comm)
     };
-    let held = if holds {
-        std::ptr::from_ref(memo).cast_mut()
-    } else {
-        std::ptr::null_mut()
-    };
-    HELD.store(held, Relaxed);
+    if holds {
+        HELD.store(std::ptr::from_ref(memo).cast_mut(), Relaxed);
+        return true;
+    }
+    hold_none();
+    false
+}
+
+/// The key of the receive whose memo [`held`] it at its post (routine, count, datatype,
+/// communicator), read from that memo, which no call has rewritten since ([`remember`] and
+/// [`forget_memos`] take it first); [`held`] is null after. None if it was null.
+#[cold]
+#[inline(never)]
+pub fn take_held_key() -> Option<(RoutineId, MPI_Count, MPI_Datatype, MPI_Comm)> {
+    let memo = HELD.load(Relaxed);
+    if memo.is_null() {
+        return None;
+    }
+    hold_none();
+    let routines = &crate::threads::main_table().routines;
+    // `memo` is the memo of one of the main table's routines ([`hold_if_key`]).
+    let id = (memo as usize - std::ptr::from_ref(&routines[0].memo) as usize)
+        / std::mem::size_of::<Routine>();
+    let memo = &routines[id].memo;
+    Some((
+        id,
+        memo.count.load(Relaxed),
+        MPI_Datatype::from_key(memo.datatype.load(Relaxed)),
+        MPI_Comm::from_key(memo.comm.load(Relaxed)),
+    ))
 }
 
 /// A receive kept in front without a memo's test (the counting copy's): [`held`] is null.
@@ -1039,9 +1070,10 @@ pub fn add_last(table: &ThreadTable, id: RoutineId) {
 fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    // The receive in front, if staged with this memo, tests its whole key again.
+    // The receive in front, if staged with this memo, takes its key from it before it
+    // changes, and tests its whole key again.
     if HELD.load(Relaxed) == std::ptr::from_ref(memo).cast_mut() {
-        hold_none();
+        crate::requests::settle_front();
     }
     settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
