@@ -144,7 +144,7 @@ impl Entry {
     /// ([`Table::at`], [`front_completed_measured`]) or rewrites the memo ([`settle_front`]).
     #[inline(always)]
     fn settle(&mut self) {
-        if !crate::traffic::held().is_null() {
+        if crate::traffic::held_any() {
             self.settle_held();
         }
     }
@@ -860,18 +860,16 @@ pub fn front_completed(table: &ThreadTable, done: Done) {
         return;
     }
     let memo = crate::traffic::held();
-    // SAFETY: MPI filled the status (the thread's own where the caller ignores it); `memo`, if
-    // not null, is a routine's memo in the main table (this thread's: [`stage_front`]).
-    if crate::traffic::tested(!memo.is_null())
-        && unsafe { crate::traffic::received_as_memo(&*memo, status) }
-    {
+    // SAFETY: MPI filled the status (the thread's own where the caller ignores it); `memo` is
+    // a routine's memo in the main table (this thread's: [`stage_front`]) or one that holds
+    // nothing.
+    if unsafe { crate::traffic::received_as_memo(memo, status) } {
         front().key = 0;
         // One fewer kept (threads do not share the table: something was in front, and `LIVE`
         // is what `Table::kept` was at its last change). One `dec` of memory where storing
         // the slots' count was a load and a store.
         LIVE.store(LIVE.load(Relaxed).wrapping_sub(1), Relaxed);
-        // SAFETY: as above.
-        return crate::traffic::add_to_memo(unsafe { &*memo });
+        return crate::traffic::add_to_memo(memo);
     }
     front_completed_measured(table, status);
 }
