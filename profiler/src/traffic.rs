@@ -1223,6 +1223,21 @@ mod tests {
         unsafe { &*(std::alloc::alloc_zeroed(layout) as *const ThreadTable) }
     }
 
+    #[test]
+    fn no_memo_holds_no_receive() {
+        // What `HELD` points at when no memo held the front's key: no status matches it, so a
+        // steady wait measures the receive (any source, the null process's, any size).
+        hold_none();
+        assert!(!held_any());
+        for source in [-2, -1, 0, 1, 7, c_int::MAX] {
+            for bytes in [0, 4, 1 << 20] {
+                let s = status(source, bytes);
+                // SAFETY: a filled status; `NO_MEMO` is only read.
+                assert!(!unsafe { received_as_memo(held(), &s) }, "{source} {bytes}");
+            }
+        }
+    }
+
     /// A receive's status: from `source`, `bytes` arrived.
     fn status(source: c_int, bytes: u64) -> MPI_Status {
         // SAFETY: MPI_Status is plain integers.
