@@ -13,6 +13,9 @@
 #
 #   bench/instructions.sh           every workload, N = 20,000 (about 4 minutes)
 #   bench/instructions.sh --small   MPI_Allreduce and MPI_Comm_rank, N = 5,000 (CI, a minute)
+#   bench/instructions.sh --only irecv_wait [--small]
+#                                   one workload alone (N = 20,000, or 5,000 with --small):
+#                                   a step on one routine in a minute or two
 #   bench/instructions.sh --with ipm=/opt/peers/{mpi}/ipm/lib/libipm.so \
 #       --with mpip-k0=/opt/peers/{mpi}/mpip/lib/libmpiP.so,"MPIP=-k 0"
 #                                   also count other profiling libraries, as bench/run.sh's
@@ -29,17 +32,26 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=bench/lib.sh
 source bench/lib.sh
 
-workloads=(comm_rank test_null iprobe allreduce1 barrier bcast1 irecv_wait) calls=20000
+all=(comm_rank test_null iprobe allreduce1 barrier bcast1 irecv_wait)
+workloads=("${all[@]}") calls=20000 only=
 peers=() # NAME=LIB[,VAR=VALUE...]
 while (($#)); do
     case $1 in
-        --small) workloads=(comm_rank allreduce1) calls=5000 ;;
+        --small)
+            [[ -n $only ]] || workloads=(comm_rank allreduce1)
+            calls=5000
+            ;;
+        --only)
+            [[ " ${all[*]} " == *" ${2:-} "* ]] || { echo "$0: no workload '${2:-}'" >&2; exit 2; }
+            workloads=("$2") only=1
+            shift
+            ;;
         --with)
             peer_check "${2:-}"
             peers+=("$2")
             shift
             ;;
-        *) echo "usage: $0 [--small] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
+        *) echo "usage: $0 [--small] [--only WORKLOAD] [--with NAME=LIB[,VAR=VALUE...]]..." >&2; exit 2 ;;
     esac
     shift
 done

@@ -137,6 +137,35 @@ impl Entry {
         traffic: Traffic::None,
         comm: <MPI_Comm as Handle>::NONE,
     };
+
+    /// The front entry with all it describes: a receive staged while its routine's memo held
+    /// its key has only its request written ([`stage_front`]); its routine, count, datatype
+    /// and communicator are then the memo's, taken here by whatever reads them
+    /// ([`Table::at`], [`front_completed_measured`]) or rewrites the memo ([`settle_front`]).
+    #[inline(always)]
+    fn settle(&mut self) {
+        if crate::traffic::held_any() {
+            self.settle_held();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_held(&mut self) {
+        let Some((id, count, datatype, comm)) = crate::traffic::take_held_key() else {
+            return;
+        };
+        if self.key != 0 {
+            self.id = id as u32;
+            self.traffic = Traffic::Elements {
+                count,
+                datatype,
+                // No reader of a kept receive uses its posted peer (its status tells).
+                peer: crate::traffic::NO_PEER,
+            };
+            self.comm = comm;
+        }
+    }
 }
 
 /// The kept requests: open addressing with linear probing, a power-of-two number of slots at
@@ -174,6 +203,7 @@ impl Table {
     #[inline(always)]
     fn at(&mut self, slot: usize) -> &mut Entry {
         if slot == FRONT {
+            self.front.settle();
             &mut self.front
         } else {
             &mut self.slots[slot]
@@ -732,23 +762,36 @@ pub fn front_free() -> bool {
     crate::traffic::tested(LIVE.load(Relaxed) | SHARED.load(Relaxed) == 0)
 }
 
-/// Before the real call of a nonblocking receive that [`front_free`] let through: the front
-/// entry gets what the call describes (its arguments are in their registers here; after the
-/// call only the request's pointer is kept), its key still 0 (not kept) until [`posted`].
-/// Its routine's memo is tested for the receive's key here ([`crate::traffic::hold_if_key`]).
+/// Before the real call of a nonblocking receive that [`front_free`] let through: its
+/// routine's memo is tested for the receive's key ([`crate::traffic::hold_if_key`]; its
+/// arguments are in their registers here, after the call only the request's pointer is kept).
+/// If the memo holds it, the front entry is left as it is (six stores fewer a post:
+/// [`Entry::settle`] takes the key from the memo where it is read); else it gets what the call
+/// describes. Its key stays 0 (not kept) until [`posted`].
 #[inline(always)]
 pub fn stage_front(id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
+    if let Traffic::Elements {
+        count, datatype, ..
+    } = traffic
+    {
+        if crate::traffic::hold_if_key(id, count, datatype, comm) {
+            return;
+        }
+    } else {
+        crate::traffic::hold_none();
+    }
     let front = front();
     // Its kind is a receive's, never active: what every entry in front has.
     front.id = id as u32;
     front.traffic = traffic;
     front.comm = comm;
-    match traffic {
-        Traffic::Elements {
-            count, datatype, ..
-        } => crate::traffic::hold_if_key(id, count, datatype, comm),
-        _ => crate::traffic::hold_none(),
-    }
+}
+
+/// Before the memo that held the key of the receive in front changes (or any memo may no
+/// longer hold it: a generation's move): the front takes its key ([`Entry::settle`]).
+#[inline(always)]
+pub fn settle_front() {
+    front().settle();
 }
 
 /// After the real call of a receive [`stage_front`] staged, which returned `rc`: keep its
@@ -817,18 +860,16 @@ pub fn front_completed(table: &ThreadTable, done: Done) {
         return;
     }
     let memo = crate::traffic::held();
-    // SAFETY: MPI filled the status (the thread's own where the caller ignores it); `memo`, if
-    // not null, is a routine's memo in the main table (this thread's: [`stage_front`]).
-    if crate::traffic::tested(!memo.is_null())
-        && unsafe { crate::traffic::received_as_memo(&*memo, status) }
-    {
+    // SAFETY: MPI filled the status (the thread's own where the caller ignores it); `memo` is
+    // a routine's memo in the main table (this thread's: [`stage_front`]) or one that holds
+    // nothing.
+    if unsafe { crate::traffic::received_as_memo(memo, status) } {
         front().key = 0;
         // One fewer kept (threads do not share the table: something was in front, and `LIVE`
         // is what `Table::kept` was at its last change). One `dec` of memory where storing
         // the slots' count was a load and a store.
         LIVE.store(LIVE.load(Relaxed).wrapping_sub(1), Relaxed);
-        // SAFETY: as above.
-        return crate::traffic::add_to_memo(unsafe { &*memo });
+        return crate::traffic::add_to_memo(memo);
     }
     front_completed_measured(table, status);
 }
@@ -839,6 +880,7 @@ pub fn front_completed(table: &ThreadTable, done: Done) {
 #[inline(never)]
 fn front_completed_measured(table: &ThreadTable, status: *mut MPI_Status) {
     let front = front();
+    front.settle();
     // The request given, unless both keys are 0 (no request has key 0: MPI fails the call).
     let Traffic::Elements {
         count, datatype, ..

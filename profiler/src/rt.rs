@@ -14,7 +14,7 @@ use crate::threads::{
 };
 use crate::traffic::{Measured, Traffic};
 use std::ffi::c_int;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 /// Whether the calling thread takes a wrapper's counting copy: the switches are plain
 /// ([`gates::plain`]) and it is the thread [`crate::threads::claim_main_thread`] claimed
@@ -339,6 +339,17 @@ pub fn memo_count(id: RoutineId) -> c_int {
     unsafe { std::ptr::read_volatile(crate::family::lower_half(count)) }
 }
 
+/// The datatype of routine `id`'s memo, passed to its real routine on a steady call in place of
+/// the datatype argument that [`steady`] found equal to it, where that is the third argument
+/// (`MPI_Send`, `MPI_Bcast`): its register (`rdx`) is the clock read's, and one load here
+/// replaces two moves around `rdtsc`, as [`memo_count`] does for a count.
+#[inline(always)]
+pub fn memo_datatype(id: RoutineId) -> crate::ffi::MPI_Datatype {
+    let datatype = main_table().routines[id].memo.datatype.as_ptr();
+    // SAFETY: as in `memo_count`; the word holds the datatype's key.
+    crate::family::Handle::from_key(unsafe { std::ptr::read_volatile(datatype) })
+}
+
 /// The main thread's state, on the main thread ([`plain_here`] held): at a fixed address.
 #[inline(always)]
 fn main_state() -> &'static ThreadState {
@@ -373,24 +384,49 @@ pub fn leave_steady(call: Steady, id: RoutineId, rc: c_int, memo: bool, superste
     0
 }
 
-/// [`leave_steady`] of `MPI_Wait` or `MPI_Test` on its steady path (of `request`, which
-/// [`crate::requests::front_steady`] let through): after its time, the front's request counts
-/// if the call completed it ([`crate::requests::front_completed`], `done` as the counting
-/// copy's [`crate::requests::watch`] is given); a failed call forgets it if MPI freed it.
+/// The start time of the main thread's outermost steady call, where its wrapper keeps it in
+/// memory ([`enter_steady_noted`]) rather than in a callee-saved register: a push and a pop,
+/// and where that register was the only one besides another, the stack's alignment (a push
+/// and an add) too. And the request of a fronted `MPI_Wait` or `MPI_Test` ([`enter_fronted`]),
+/// which only its failure reads. Only the main thread's outermost call uses them, one at a
+/// time.
+static NOTED_T0: AtomicU64 = AtomicU64::new(0);
+static FRONTED_REQUEST: AtomicPtr<crate::ffi::MPI_Request> = AtomicPtr::new(std::ptr::null_mut());
+
+/// [`enter_steady`], its start time noted in memory: [`noted_start`] after the call.
 #[inline(always)]
-pub fn leave_completing(
-    call: Steady,
-    id: RoutineId,
-    rc: c_int,
-    request: *const crate::ffi::MPI_Request,
-    done: crate::requests::Done,
-) -> c_int {
+pub fn enter_steady_noted(via_pmpi: bool) {
+    NOTED_T0.store(enter_steady(via_pmpi).t0, Relaxed);
+}
+
+/// The call [`enter_steady_noted`] started.
+#[inline(always)]
+pub fn noted_start() -> Steady {
+    Steady {
+        t0: NOTED_T0.load(Relaxed),
+    }
+}
+
+/// [`enter_steady_noted`] of `MPI_Wait` or `MPI_Test` of `request` on its steady path
+/// ([`crate::requests::front_steady`] let it through), the request noted too.
+#[inline(always)]
+pub fn enter_fronted(via_pmpi: bool, request: *const crate::ffi::MPI_Request) {
+    FRONTED_REQUEST.store(request.cast_mut(), Relaxed);
+    enter_steady_noted(via_pmpi);
+}
+
+/// [`leave_steady`] of `MPI_Wait` or `MPI_Test` on its steady path ([`enter_fronted`]): after
+/// its time, the front's request counts if the call completed it
+/// ([`crate::requests::front_completed`], `done` as the counting copy's
+/// [`crate::requests::watch`] is given); a failed call forgets it if MPI freed it.
+#[inline(always)]
+pub fn leave_completing(id: RoutineId, rc: c_int, done: crate::requests::Done) -> c_int {
     if rc != 0 {
         std::hint::cold_path();
-        return leave_completing_failed(call.t0, id, rc, request);
+        return leave_completing_failed(id, rc);
     }
     let t1 = crate::clock::tsc_ticks();
-    add_steady_time(id, call.t0, t1);
+    add_steady_time(id, noted_start().t0, t1);
     crate::requests::front_completed(main_table(), done);
     main_state().depth.set(0);
     0
@@ -400,14 +436,9 @@ pub fn leave_completing(
 /// forgotten if MPI freed its request (one call: the wrapper keeps no return code across it).
 #[cold]
 #[inline(never)]
-fn leave_completing_failed(
-    t0: u64,
-    id: RoutineId,
-    rc: c_int,
-    request: *const crate::ffi::MPI_Request,
-) -> c_int {
-    crate::requests::front_failed(request);
-    leave_steady_failed(t0, id, rc)
+fn leave_completing_failed(id: RoutineId, rc: c_int) -> c_int {
+    crate::requests::front_failed(FRONTED_REQUEST.load(Relaxed));
+    leave_steady_failed(noted_start().t0, id, rc)
 }
 
 /// A steady call's time from `t0` to `t1`: one more call of routine `id`, its ticks and the

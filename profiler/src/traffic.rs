@@ -23,7 +23,9 @@ use crate::threads::{bump, Routine, RoutineId, ThreadTable};
 use mpistat_record::model::{hist_bucket, HIST_BUCKETS};
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicI32, AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed,
+};
 
 pub use crate::family::{IN_PLACE, PROC_NULL, STATUS_IGNORE};
 /// `MPI_ROOT`: the root of a rooted collective on an intercommunicator passes it.
@@ -148,7 +150,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
-    hold_none();
+    crate::requests::settle_front();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -715,41 +717,101 @@ pub fn record_received(
 
 /// The memo of the routine whose nonblocking receive is in front of the kept requests, if it
 /// held the receive's key (count, datatype, communicator, generation) at the post
-/// ([`hold_if_key`]) and was not rewritten since ([`remember`], [`forget_memos`]); else null.
+/// ([`hold_if_key`]) and was not rewritten since ([`remember`], [`forget_memos`]); else
+/// [`NO_MEMO`].
 /// The steady completion then compares only what the status tells (source, bytes) with it
 /// ([`received_as_memo`]): the key's compares are made at the post, where its arguments are in
 /// registers, and the completion needs no routine's id to find the memo. Used only below
 /// `MPI_THREAD_MULTIPLE` (the front's rule, `requests::front_free`).
-static HELD: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::null_mut());
+static HELD: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::addr_of!(NO_MEMO).cast_mut());
+
+/// What [`HELD`] points at when no memo held the front's key: its peer is no status's source
+/// ([`NO_PEER`]), so [`received_as_memo`] is false of it, and the steady completion needs no
+/// test for "none" (a load, a test and a branch fewer; bench/instructions.sh's `irecv_wait`).
+/// Nothing writes it.
+static NO_MEMO: Memo = Memo {
+    count: AtomicI64::new(0),
+    datatype: AtomicUsize::new(0),
+    comm: AtomicUsize::new(0),
+    world: AtomicUsize::new(0),
+    peer: AtomicI32::new(NO_PEER),
+    generation: AtomicU64::new(0),
+    elements: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+    sent: AtomicU64::new(0),
+    bucket: AtomicUsize::new(0),
+    on_node: AtomicU64::new(0),
+    off_node: AtomicU64::new(0),
+    hits: AtomicU64::new(0),
+};
 
 /// At the post of a nonblocking receive of routine `id` kept in front (on the main thread, its
 /// steady path): whether its memo holds the receive's key (all but the source, which its
-/// status tells), tested as [`Memo::holds_own`] tests it, is what [`held`] tells.
+/// status tells), tested as [`Memo::holds_own`] tests it, is what [`held`] tells, and what
+/// this returns. If it does, the front keeps nothing of the key but the request
+/// (`requests::stage_front`): [`take_held_key`] gives it back.
 #[inline(always)]
-pub fn hold_if_key(id: RoutineId, count: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) {
+pub fn hold_if_key(
+    id: RoutineId,
+    count: MPI_Count,
+    datatype: MPI_Datatype,
+    comm: MPI_Comm,
+) -> bool {
     let memo = &crate::threads::main_table().routines[id].memo;
     // SAFETY: as in `holds_own` (the main thread's table, on the main thread).
     let holds = unsafe {
         memo.holds_type_and_count(count, datatype, false) && memo.holds_comm_anywhere(comm)
     };
-    let held = if holds {
-        std::ptr::from_ref(memo).cast_mut()
-    } else {
-        std::ptr::null_mut()
-    };
-    HELD.store(held, Relaxed);
+    if holds {
+        HELD.store(std::ptr::from_ref(memo).cast_mut(), Relaxed);
+        return true;
+    }
+    hold_none();
+    false
 }
 
-/// A receive kept in front without a memo's test (the counting copy's): [`held`] is null.
+/// The key of the receive whose memo [`held`] it at its post (routine, count, datatype,
+/// communicator), read from that memo, which no call has rewritten since ([`remember`] and
+/// [`forget_memos`] take it first); [`held`] is [`NO_MEMO`] after. None if it was.
+#[cold]
+#[inline(never)]
+pub fn take_held_key() -> Option<(RoutineId, MPI_Count, MPI_Datatype, MPI_Comm)> {
+    let memo = HELD.load(Relaxed);
+    if !held_any() {
+        return None;
+    }
+    hold_none();
+    let routines = &crate::threads::main_table().routines;
+    // `memo` is the memo of one of the main table's routines ([`hold_if_key`]).
+    let id = (memo as usize - std::ptr::from_ref(&routines[0].memo) as usize)
+        / std::mem::size_of::<Routine>();
+    let memo = &routines[id].memo;
+    Some((
+        id,
+        memo.count.load(Relaxed),
+        MPI_Datatype::from_key(memo.datatype.load(Relaxed)),
+        MPI_Comm::from_key(memo.comm.load(Relaxed)),
+    ))
+}
+
+/// A receive kept in front without a memo's test (the counting copy's): [`held`] is
+/// [`NO_MEMO`].
 #[inline(always)]
 pub fn hold_none() {
-    HELD.store(std::ptr::null_mut(), Relaxed);
+    HELD.store(std::ptr::addr_of!(NO_MEMO).cast_mut(), Relaxed);
 }
 
-/// [`HELD`]: the memo that held the key of the receive in front at its post, or null.
+/// [`HELD`]: the memo that held the key of the receive in front at its post, or [`NO_MEMO`].
 #[inline(always)]
-pub fn held() -> *mut Memo {
-    HELD.load(Relaxed)
+pub fn held() -> &'static Memo {
+    // SAFETY: `HELD` points at `NO_MEMO` or at a memo of the main table (static).
+    unsafe { &*HELD.load(Relaxed) }
+}
+
+/// Whether [`held`] is a routine's memo, not [`NO_MEMO`].
+#[inline(always)]
+pub fn held_any() -> bool {
+    !std::ptr::eq(HELD.load(Relaxed), std::ptr::addr_of!(NO_MEMO))
 }
 
 /// Whether a completed receive, whose routine's memo held the rest of its key at the post
@@ -1039,9 +1101,10 @@ pub fn add_last(table: &ThreadTable, id: RoutineId) {
 fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    // The receive in front, if staged with this memo, tests its whole key again.
+    // The receive in front, if staged with this memo, takes its key from it before it
+    // changes, and tests its whole key again.
     if HELD.load(Relaxed) == std::ptr::from_ref(memo).cast_mut() {
-        hold_none();
+        crate::requests::settle_front();
     }
     settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
@@ -1158,6 +1221,21 @@ mod tests {
         let layout = std::alloc::Layout::new::<ThreadTable>();
         // SAFETY: all-zero bytes are a valid table (atomics only), as in `threads::new_thread_table`.
         unsafe { &*(std::alloc::alloc_zeroed(layout) as *const ThreadTable) }
+    }
+
+    #[test]
+    fn no_memo_holds_no_receive() {
+        // What `HELD` points at when no memo held the front's key: no status matches it, so a
+        // steady wait measures the receive (any source, the null process's, any size).
+        hold_none();
+        assert!(!held_any());
+        for source in [-2, -1, 0, 1, 7, c_int::MAX] {
+            for bytes in [0, 4, 1 << 20] {
+                let s = status(source, bytes);
+                // SAFETY: a filled status; `NO_MEMO` is only read.
+                assert!(!unsafe { received_as_memo(held(), &s) }, "{source} {bytes}");
+            }
+        }
     }
 
     /// A receive's status: from `source`, `bytes` arrived.

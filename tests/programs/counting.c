@@ -25,6 +25,12 @@
  *                        key), posts the second the same way (in front, its memo's key held at
  *                        the post), then one of 50 ints, which it waits for first (the memo is
  *                        rewritten: 50 ints, 40 B from rank 0), then the second.
+ *   taken                2 ranks: rank 0 sends 10 ints 3 times; rank 1 posts a receive of 100
+ *                        ints (in front) and one of 50 (in the table), waits for the first,
+ *                        then the second (its memo then holds 50 ints, the front entry still
+ *                        says 100), posts a third of 50 ints (in front, the memo's key held at
+ *                        the post: nothing staged) and completes it with MPI_Waitall (the
+ *                        counting copy, which reads the front entry).
  *   alltoallw            2 ranks: every rank sends 1 int to rank 0 and 2 doubles to rank 1.
  *   neighbours           4 ranks, a non-periodic 1-D Cartesian topology: MPI_Neighbor_allgatherv
  *                        of r+1 ints from rank r, MPI_Neighbor_alltoallv of 2 ints to each side.
@@ -191,6 +197,28 @@ static void rewritten(void) {
         check(buf[m][9] == 10 * m + 9 && buf[m][10] == -1, "rewritten");
 }
 
+static void taken(void) {
+    int buf[3][100];
+    if (rank == 0) {
+        for (int m = 0; m < 3; m++) {
+            for (int k = 0; k < 10; k++)
+                buf[m][k] = 10 * m + k;
+            MPI_Send(buf[m], 10, MPI_INT, 1, m, MPI_COMM_WORLD);
+        }
+        return;
+    }
+    MPI_Request first, second, held;
+    memset(buf, 0xff, sizeof buf);
+    MPI_Irecv(buf[0], 100, MPI_INT, 0, 0, MPI_COMM_WORLD, &first);
+    MPI_Irecv(buf[1], 50, MPI_INT, 0, 1, MPI_COMM_WORLD, &second);
+    MPI_Wait(&first, MPI_STATUS_IGNORE);
+    MPI_Wait(&second, MPI_STATUS_IGNORE);
+    MPI_Irecv(buf[2], 50, MPI_INT, 0, 2, MPI_COMM_WORLD, &held);
+    MPI_Waitall(1, &held, MPI_STATUSES_IGNORE);
+    for (int m = 0; m < 3; m++)
+        check(buf[m][9] == 10 * m + 9 && buf[m][10] == -1, "taken");
+}
+
 #define FRONT_ROUNDS 12
 
 static void front(void) {
@@ -315,6 +343,7 @@ int main(int argc, char **argv) {
     } cases[] = {{"irecv", irecv},           {"persistent", persistent},
                  {"completions", completions}, {"front", front},
                  {"peers", peers},           {"rewritten", rewritten},
+                 {"taken", taken},
                  {"alltoallw", alltoallw},
                  {"neighbours", neighbours}, {"collectives", collectives}};
     int known = 0;

@@ -323,24 +323,29 @@ fn counts_ahead(semantics: &Semantics, plan: &TrafficPlan) -> bool {
         && matches!(plan, TrafficPlan::Elements { .. })
 }
 
-/// The `int` count argument of a steady path's element count that is passed to the real
-/// routine from its memo (`rt::memo_count`), if any: on x86-64 the third argument, in `rdx`,
-/// which the clock read (`rdtsc`) writes, so keeping it took two moves (out and back) and one
-/// more for the in-place form's test; the memo it was just found equal to is one load.
-/// In place, the memo holds its complement: that form keeps its count as before.
-fn reloaded_count<'a>(
+/// The argument of a steady path's element count that is passed to the real routine from its
+/// memo, if any, and the function that reads it (`rt::memo_count`, `rt::memo_datatype`): on
+/// x86-64 the third argument, in `rdx`, which the clock read (`rdtsc`) writes, so keeping it
+/// took two moves (out and back) and, for a count, one more for the in-place form's test; the
+/// memo it was just found equal to is one load. An `int` count: in place, the memo holds its
+/// complement, so that form keeps its count as before. A datatype: only without an in-place
+/// form (its key's datatype may be another argument's).
+fn reloaded_arg<'a>(
     proto: &'a Prototype,
     plan: &TrafficPlan,
     int_count: bool,
-) -> Option<&'a str> {
-    let TrafficPlan::Elements { side, .. } = plan else {
-        return None;
-    };
-    let Count::Arg(count) = &side.count else {
+) -> Option<(&'a str, &'static str)> {
+    let TrafficPlan::Elements { side, in_place, .. } = plan else {
         return None;
     };
     let third = proto.params.get(2)?;
-    (int_count && third.name == *count).then_some(&third.name)
+    match &side.count {
+        Count::Arg(count) if int_count && third.name == *count => Some((&third.name, "memo_count")),
+        _ if in_place.is_none() && third.name == side.datatype => {
+            Some((&third.name, "memo_datatype"))
+        }
+        _ => None,
+    }
 }
 
 /// Whether a hot routine's counting copy has a steady path (`rt::steady`), and whether on it a
@@ -857,14 +862,10 @@ fn wrapper(
             )
             .unwrap();
             writeln!(out, "    let {status} = requests::front_status({status});").unwrap();
-            writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+            writeln!(out, "    rt::enter_fronted({via_pmpi}, {request});").unwrap();
             writeln!(out, "    let next: unsafe extern \"C\" fn({types}) -> {ret} = transmute({next_static}.claimed());").unwrap();
             writeln!(out, "    let rc = next({names});").unwrap();
-            writeln!(
-                out,
-                "    rt::leave_completing(call, id::{name}, rc, {request}, {done})"
-            )
-            .unwrap();
+            writeln!(out, "    rt::leave_completing(id::{name}, rc, {done})").unwrap();
             writeln!(out, "}}").unwrap();
         }
     }
@@ -903,13 +904,14 @@ fn wrapper(
                     then(via_pmpi)
                 }
             );
-            // The steady path for one form of `traffic`; `reload`: the `int` count argument
-            // of that name passed from the memo it was found equal to (`rt::memo_count`).
+            // The steady path for one form of `traffic`; `reload`: the argument of that name
+            // passed from the memo it was found equal to, and the function that reads it
+            // (`reloaded_arg`).
             // `test`: `steady`, or `steady_key` past `rt::outermost`.
             let steady_path = |out: &mut String,
                                test: &str,
                                traffic: &str,
-                               reload: Option<&str>| {
+                               reload: Option<(&str, &str)>| {
                 writeln!(out, "    let traffic = {traffic};").unwrap();
                 writeln!(
                     out,
@@ -917,8 +919,8 @@ fn wrapper(
                 )
                 .unwrap();
                 writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
-                if let Some(count) = reload {
-                    writeln!(out, "    let {count} = rt::memo_count(id::{name});").unwrap();
+                if let Some((arg, read)) = reload {
+                    writeln!(out, "    let {arg} = rt::{read}(id::{name});").unwrap();
                 }
                 // Read last, where the call reads it from memory (`call *NEXT_X`).
                 writeln!(
@@ -933,8 +935,8 @@ fn wrapper(
                 )
                 .unwrap();
             };
-            match reloaded_count(proto, &plan, int_count) {
-                Some(count) => {
+            match reloaded_arg(proto, &plan, int_count) {
+                Some(reload @ (_, "memo_count")) => {
                     // The in-place form, rarer, keeps its count across the clock read; the
                     // other one, a copy of its own, reloads it.
                     let TrafficPlan::Elements {
@@ -963,14 +965,14 @@ fn wrapper(
                             out,
                             "steady_key",
                             &traffic_expr(proto, &normal),
-                            Some(count),
+                            Some(reload),
                         );
                         writeln!(out, "    }}").unwrap();
                     } else {
-                        steady_path(out, "steady", &traffic_expr(proto, &normal), Some(count));
+                        steady_path(out, "steady", &traffic_expr(proto, &normal), Some(reload));
                     }
                 }
-                None => steady_path(out, "steady", &traffic_expr(proto, &plan), None),
+                reload => steady_path(out, "steady", &traffic_expr(proto, &plan), reload),
             }
             writeln!(out, "}}").unwrap();
         } else if let Some(request_steady) = &request_steady {
@@ -999,13 +1001,15 @@ fn wrapper(
                         traffic_expr(proto, &plan)
                     )
                     .unwrap();
-                    writeln!(out, "    let call = rt::enter_steady({via_pmpi});").unwrap();
+                    // Its start time in memory: only the request's pointer is kept in a
+                    // register across the call (`rt::enter_steady_noted`).
+                    writeln!(out, "    rt::enter_steady_noted({via_pmpi});").unwrap();
                     writeln!(out, "    {next}").unwrap();
                     writeln!(out, "    let rc = next({names});").unwrap();
                     writeln!(out, "    requests::posted(rc, {request});").unwrap();
                     writeln!(
                         out,
-                        "    rt::leave_steady(call, id::{name}, rc, false, false)"
+                        "    rt::leave_steady(rt::noted_start(), id::{name}, rc, false, false)"
                     )
                     .unwrap();
                 }

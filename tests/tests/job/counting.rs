@@ -170,6 +170,26 @@ fn a_receive_completed_after_its_memo_was_rewritten_counts_its_own(mpi) {
 }
 
 for_each_mpi! {
+/// A receive posted while its routine's memo held its key keeps nothing of it in front but its
+/// request (`requests::stage_front`); completed by `MPI_Waitall` (the counting copy, which
+/// reads the front entry: `Entry::settle`), it counts its own count, 50, not the 100 the front
+/// entry kept from an earlier receive. 3 receives of 10 ints: 100 + 50 + 50 ints posted.
+fn a_receive_held_at_its_post_counts_its_own_in_the_counting_copy(mpi) {
+    let _serial = serial();
+    let record = counted("taken", 2, mpi);
+    let expected = [
+        Expected::per_rank("MPI_Send", r([3, 0]), r([120, 0])),
+        Expected::per_rank("MPI_Irecv", r([0, 3]), r([0, 120])),
+        Expected::per_rank("MPI_Wait", r([0, 2]), r([0, 0])),
+        Expected::per_rank("MPI_Waitall", r([0, 1]), r([0, 0])),
+    ];
+    assert_routines(&record, &expected);
+    assert_eq!(routine(&record, "MPI_Irecv").count.sum, 200);
+    assert_no_other_routines(&record, &expected, &allowed());
+}
+}
+
+for_each_mpi! {
 /// `MPI_Alltoallw` on 2 ranks, each sending 1 int to rank 0 and 2 doubles to rank 1: 20 B a
 /// rank, 40 B (0 B before).
 fn alltoallw_counts_each_block_with_its_type(mpi) {

@@ -581,11 +581,11 @@ unsafe extern "C" fn unsteady_PMPI_Irecv(buf: *mut c_void, count: c_int, datatyp
 unsafe extern "C" fn counted_MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !(rt::outermost() && requests::front_free()) { return unsteady_MPI_Irecv(buf, count, datatype, source, tag, comm, request) }
     requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
-    let call = rt::enter_steady(false);
+    rt::enter_steady_noted(false);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.claimed());
     let rc = next(buf, count, datatype, source, tag, comm, request);
     requests::posted(rc, request);
-    rt::leave_steady(call, id::MPI_Irecv, rc, false, false)
+    rt::leave_steady(rt::noted_start(), id::MPI_Irecv, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -597,11 +597,11 @@ pub unsafe extern "C" fn MPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI
 unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !(rt::outermost() && requests::front_free()) { return unsteady_PMPI_Irecv(buf, count, datatype, source, tag, comm, request) }
     requests::stage_front(id::MPI_Irecv, Traffic::Elements { count: MPI_Count::from(count), datatype, peer: source }, comm);
-    let call = rt::enter_steady(true);
+    rt::enter_steady_noted(true);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Irecv.claimed());
     let rc = next(buf, count, datatype, source, tag, comm, request);
     requests::posted(rc, request);
-    rt::leave_steady(call, id::MPI_Irecv, rc, false, false)
+    rt::leave_steady(rt::noted_start(), id::MPI_Irecv, rc, false, false)
 }
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
@@ -1149,6 +1149,7 @@ unsafe extern "C" fn counted_MPI_Send(buf: *const c_void, count: c_int, datatype
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_MPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let datatype = rt::memo_datatype(id::MPI_Send);
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
@@ -1165,6 +1166,7 @@ unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatyp
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_PMPI_Send(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let datatype = rt::memo_datatype(id::MPI_Send);
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Send.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
@@ -1331,6 +1333,7 @@ unsafe extern "C" fn counted_MPI_Ssend(buf: *const c_void, count: c_int, datatyp
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_MPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(false);
+    let datatype = rt::memo_datatype(id::MPI_Ssend);
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
@@ -1347,6 +1350,7 @@ unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, dataty
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_PMPI_Ssend(buf, count, datatype, dest, tag, comm) }
     let call = rt::enter_steady(true);
+    let datatype = rt::memo_datatype(id::MPI_Ssend);
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Ssend.claimed());
     let rc = next(buf, count, datatype, dest, tag, comm);
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
@@ -1687,20 +1691,20 @@ unsafe extern "C" fn unsteady_MPI_Test(request: *mut MPI_Request, flag: *mut c_i
 unsafe extern "C" fn fronted_MPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Test(request, flag, status, false) }
     let status = requests::front_status(status);
-    let call = rt::enter_steady(false);
+    rt::enter_fronted(false, request);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
     let rc = next(request, flag, status);
-    rt::leave_completing(call, id::MPI_Test, rc, request, requests::Done::One { flag, index: std::ptr::null(), status })
+    rt::leave_completing(id::MPI_Test, rc, requests::Done::One { flag, index: std::ptr::null(), status })
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Test(request, flag, status, true) }
     let status = requests::front_status(status);
-    let call = rt::enter_steady(true);
+    rt::enter_fronted(true, request);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Test.claimed());
     let rc = next(request, flag, status);
-    rt::leave_completing(call, id::MPI_Test, rc, request, requests::Done::One { flag, index: std::ptr::null(), status })
+    rt::leave_completing(id::MPI_Test, rc, requests::Done::One { flag, index: std::ptr::null(), status })
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
@@ -1949,20 +1953,20 @@ unsafe extern "C" fn unsteady_MPI_Wait(request: *mut MPI_Request, status: *mut M
 unsafe extern "C" fn fronted_MPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Wait(request, status, false) }
     let status = requests::front_status(status);
-    let call = rt::enter_steady(false);
+    rt::enter_fronted(false, request);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
     let rc = next(request, status);
-    rt::leave_completing(call, id::MPI_Wait, rc, request, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
+    rt::leave_completing(id::MPI_Wait, rc, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 unsafe extern "C" fn fronted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Wait(request, status, true) }
     let status = requests::front_status(status);
-    let call = rt::enter_steady(true);
+    rt::enter_fronted(true, request);
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(NEXT_MPI_Wait.claimed());
     let rc = next(request, status);
-    rt::leave_completing(call, id::MPI_Wait, rc, request, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
+    rt::leave_completing(id::MPI_Wait, rc, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
 }
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
@@ -2792,6 +2796,7 @@ unsafe extern "C" fn counted_MPI_Bcast(buffer: *mut c_void, count: c_int, dataty
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, false) }
     let call = rt::enter_steady(false);
+    let datatype = rt::memo_datatype(id::MPI_Bcast);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
@@ -2808,6 +2813,7 @@ unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datat
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     let call = rt::enter_steady(true);
+    let datatype = rt::memo_datatype(id::MPI_Bcast);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(NEXT_MPI_Bcast.claimed());
     let rc = next(buffer, count, datatype, root, comm);
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
@@ -2854,6 +2860,7 @@ unsafe extern "C" fn counted_MPI_Ibcast(buffer: *mut c_void, count: c_int, datat
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_MPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(false);
+    let datatype = rt::memo_datatype(id::MPI_Ibcast);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
@@ -2870,6 +2877,7 @@ unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, data
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_PMPI_Ibcast(buffer, count, datatype, root, comm, request) }
     let call = rt::enter_steady(true);
+    let datatype = rt::memo_datatype(id::MPI_Ibcast);
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(NEXT_MPI_Ibcast.claimed());
     let rc = next(buffer, count, datatype, root, comm, request);
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
