@@ -9,6 +9,10 @@
 # survives rebuilds. Needs the release build and valgrind; prints the list, one pattern a line:
 #
 #     bench/trace-sections.sh > /tmp/list   # then replace the list in profiler/trace.ld
+#
+# trace.ld splits the list by hand: what a traced loop runs in every superstep or spill in
+# `.text.trace`, the rest (run once: the spill file's opening, a new call site's tables; and the
+# end of MPI_Init) in `.text.once`; bench/trace-walk.sh shows a function in the wrong one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so
