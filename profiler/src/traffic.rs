@@ -174,8 +174,14 @@ fn cached_type_size(table: &ThreadTable, datatype: MPI_Datatype) -> u64 {
     size
 }
 
-/// Size in bytes of one element of `datatype` (0 if MPI cannot say).
+/// Size in bytes of one element of `datatype` (0 if MPI cannot say): from the handle where the
+/// family encodes it there, else from the real `MPI_Type_size`.
 fn type_size(datatype: MPI_Datatype) -> u64 {
+    if let Some(size) =
+        <crate::family::Built as crate::family::Family>::encoded_type_size(datatype.key())
+    {
+        return size;
+    }
     let mut size: c_int = 0;
     // SAFETY: the real PMPI_Type_size with a valid out pointer; datatype came from a call that succeeded.
     let rc = unsafe { transmute::<*mut c_void, TypeSizeFn>(TYPE_SIZE.get())(datatype, &mut size) };

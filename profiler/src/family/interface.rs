@@ -129,6 +129,13 @@ pub trait Family {
     unsafe fn fortran_init(via_pmpi: bool, argc: *const c_int) -> bool;
     /// The handle of a predefined object (its [`Handle::key`]), if the library has it.
     fn predefined(object: Predefined) -> Option<usize>;
+    /// The size in bytes of one element of the datatype whose [`Handle::key`] is `datatype`, when
+    /// the handle itself says it (MPICH's predefined types); `None` when only the library can
+    /// tell. Asking the library maps its `MPI_Type_size`'s 64 KiB of code into every rank that a
+    /// bare run of the program would not map (docs/footprint.md, "mpichrss").
+    fn encoded_type_size(_datatype: usize) -> Option<u64> {
+        None
+    }
     /// Bytes that arrived according to a successful receive's `status` (not null).
     ///
     /// # Safety

@@ -71,6 +71,16 @@ impl Family for Mpich {
             .map(|(_, h)| *h as usize)
     }
 
+    // A predefined datatype's handle is of MPICH's builtin kind (bits 30-31: 01) and datatype
+    // object (bits 26-29: 0011), and holds the type's size in bits 8-15: MPICH's own
+    // `MPIR_Datatype_get_basic_size` reads it so, without a call.
+    fn encoded_type_size(datatype: usize) -> Option<u64> {
+        const KIND_AND_OBJECT: u32 = 0xfc00_0000;
+        const BUILTIN_DATATYPE: u32 = 0x4c00_0000;
+        let handle = datatype as u32;
+        (handle & KIND_AND_OBJECT == BUILTIN_DATATYPE).then_some(u64::from((handle >> 8) & 0xff))
+    }
+
     // MPIR_STATUS_GET_COUNT: count_lo is the low 32 bits (unsigned), count_hi_and_cancelled
     // shifted right by one the high bits.
     unsafe fn received_bytes(status: *const MPI_Status) -> u64 {
@@ -164,6 +174,66 @@ mod tests {
                 std::mem::size_of::<MPI_Status>(),
                 s = Mpich::STATUS_IGNORE as isize,
             )
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Every datatype the installed mpi.h defines: the size its handle encodes is what the
+    /// library's `MPI_Type_size` says, and a handle that encodes none (the pair types of
+    /// `MPI_MINLOC`) is left to the library.
+    #[test]
+    fn encoded_type_sizes_are_the_librarys() {
+        let dir = std::env::temp_dir().join(format!("mpistat-mpich-sizes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("h.c"), "#include <mpi.h>\n").unwrap();
+        let macros = Command::new("mpicc.mpich")
+            .current_dir(&dir)
+            .args(["-E", "-dM", "h.c"])
+            .output()
+            .expect("mpicc.mpich");
+        let macros = String::from_utf8(macros.stdout).unwrap();
+        let names: Vec<&str> = macros
+            .lines()
+            .filter_map(|l| l.strip_prefix("#define "))
+            .filter_map(|l| l.split_once(" ((MPI_Datatype)0x"))
+            .filter(|(name, handle)| !name.contains('(') && !handle.starts_with("0c000000"))
+            .map(|(name, _)| name)
+            .collect();
+        let mut c = String::from(
+            "#include <mpi.h>\n#include <stdio.h>\nint main(int argc, char **argv) {\n  int size;\n  MPI_Init(&argc, &argv);\n",
+        );
+        for n in &names {
+            c.push_str(&format!(
+                "  size = -1;\n  MPI_Type_size({n}, &size);\n  printf(\"%u %d {n}\\n\", (unsigned) {n}, size);\n"
+            ));
+        }
+        c.push_str("  MPI_Finalize();\n  return 0;\n}\n");
+        std::fs::write(dir.join("h.c"), c).unwrap();
+        let built = Command::new("mpicc.mpich")
+            .current_dir(&dir)
+            .args(["-o", "h", "h.c"])
+            .status()
+            .expect("mpicc.mpich");
+        assert!(built.success());
+        let out = Command::new(dir.join("h")).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let (mut encoded, mut left) = (0, 0);
+        for line in String::from_utf8(out.stdout).unwrap().lines() {
+            let mut f = line.split(' ');
+            let handle: u32 = f.next().unwrap().parse().unwrap();
+            let size: i64 = f.next().unwrap().parse().unwrap();
+            match Mpich::encoded_type_size(handle as c_int as usize) {
+                Some(s) => {
+                    assert_eq!(s as i64, size, "{line}");
+                    encoded += 1;
+                }
+                None => left += 1,
+            }
+        }
+        assert_eq!(encoded + left, names.len());
+        assert!(
+            encoded >= 50 && left >= 5,
+            "{encoded} encoded, {left} left to the library"
         );
         std::fs::remove_dir_all(&dir).ok();
     }
