@@ -100,7 +100,9 @@ pub fn release_init_pages() {
 /// Drop the read-only pages again after [`release_init_pages`] found them (nothing before), but
 /// not the heap's (`malloc_trim` walks every free chunk of the program's heap): for a cold path
 /// of the steady state that ran code no later call needs (trace mode's learning of call sites,
-/// its spill file's opening: `trace/record.rs`; in `.text.trace` with them, profiler/trace.ld).
+/// its spill file's opening: `trace/record.rs`, in `.text.once`). It lives in `.text.trace`, the
+/// steady chunk, not with that code: its loop runs on after the first `madvise` and would map
+/// `.text.once` back (profiler/trace.ld).
 pub fn release_read_only_pages() {
     let mut todo = [Range { start: 0, end: 0 }; MAX_RANGES];
     match KNOWN_N.load(Acquire) {
