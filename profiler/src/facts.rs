@@ -58,7 +58,24 @@ pub fn job_id(start_unix_ms: u64, pid: u32) -> String {
     format!("local-{start_unix_ms}-{pid}")
 }
 
-pub fn user_name(uid: u32) -> String {
+/// The process's user: its uid and name (the name from `getpwuid_r`, else the uid's digits).
+pub struct Account {
+    pub uid: u32,
+    pub name: String,
+}
+
+impl Account {
+    pub fn of_process() -> Account {
+        // SAFETY: getuid cannot fail.
+        let uid = unsafe { libc::getuid() };
+        Account {
+            uid,
+            name: user_name(uid),
+        }
+    }
+}
+
+fn user_name(uid: u32) -> String {
     let mut buf = vec![0 as libc::c_char; 4096];
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut result: *mut libc::passwd = std::ptr::null_mut();

@@ -196,8 +196,19 @@ pub fn release_symbol_tables() {
 /// Stops (having dropped only what it read) if the read fails.
 #[inline(always)]
 fn drop_unwritten_pages(fd: c_int, start: usize, end: usize, page: usize) {
-    // pagemap's bits (Documentation/admin-guide/mm/pagemap.rst).
-    const PRESENT: u64 = 1 << 63;
+    drop_unwritten_pages_but(fd, start, end, page, |_| false);
+}
+
+/// [`drop_unwritten_pages`], keeping besides the pages whose number from `start` `keep` names.
+#[inline(always)]
+fn drop_unwritten_pages_but(
+    fd: c_int,
+    start: usize,
+    end: usize,
+    page: usize,
+    keep: impl Fn(usize) -> bool,
+) {
+    // pagemap's other bits ([`PRESENT`]).
     const SWAPPED: u64 = 1 << 62;
     const FILE: u64 = 1 << 61;
     let unwritten = |e: u64| {
@@ -233,7 +244,7 @@ fn drop_unwritten_pages(fd: c_int, start: usize, end: usize, page: usize) {
             break;
         }
         for &e in entries.iter().take(got as usize / 8) {
-            if !unwritten(e) {
+            if !unwritten(e) || keep((at - start) / page) {
                 drop_run(run, at);
                 run = at + page;
             }
@@ -241,6 +252,188 @@ fn drop_unwritten_pages(fd: c_int, start: usize, end: usize, page: usize) {
         }
     }
     drop_run(run, at.min(end));
+}
+
+/// The read-only pages of every other object loaded (the program, the MPI library and its
+/// components, libc, ...) and which of them were resident at `MPI_Finalize`'s entry
+/// ([`FinalizeEntry::note`]): between the finalize's steps, [`FinalizeEntry::release_step`] drops
+/// those that the finalize itself mapped since (the communicator's creation and the messages in
+/// the MPI library, `getpwuid_r` in libc), so that they count in the step that ran them only, not
+/// in every later one. What the program or the MPI library had resident before stays: the
+/// finalize takes nothing from what the bare job holds. Only clean file-backed pages go
+/// (pagemap-checked, as [`release_symbol_tables`]); without `/proc/self/pagemap` nothing does.
+pub struct FinalizeEntry {
+    ranges: Vec<Range>,
+    /// A bit a page of `ranges`, in order: resident at the entry.
+    resident: Vec<u64>,
+    page: usize,
+}
+
+/// The load addresses (`dlpi_addr`) of this library and of the front, once [`read_only_ranges`]
+/// found them ([`UNKNOWN`] before): [`others_read_only_ranges`] skips them by it, as reading
+/// their program headers would map their first chunk of `.rodata` back.
+static OWN_BASES: [AtomicUsize; 2] = [const { AtomicUsize::new(UNKNOWN) }; 2];
+
+/// Pagemap entries read at a time (4 kB of stack).
+const PAGEMAP_BATCH: usize = 512;
+
+impl FinalizeEntry {
+    /// Note which read-only pages of the other objects are resident now; `None` without
+    /// `/proc/self/pagemap` (then nothing is dropped).
+    #[link_section = ".text.finalize.mpistat"]
+    pub fn note() -> Option<FinalizeEntry> {
+        let page = page_size();
+        FinalizeEntry::of(others_read_only_ranges(page), page)
+    }
+
+    /// Note which pages of `ranges` (read-only file mappings, whole pages) are resident now.
+    #[link_section = ".text.finalize.mpistat"]
+    fn of(ranges: Vec<Range>, page: usize) -> Option<FinalizeEntry> {
+        let pages: usize = ranges.iter().map(|r| (r.end - r.start) / page).sum();
+        let mut resident = vec![0u64; pages.div_ceil(64)];
+        let pagemap = Pagemap::open()?;
+        let mut n = 0;
+        for r in &ranges {
+            let mut entries = [0u64; PAGEMAP_BATCH];
+            let mut at = r.start;
+            while at < r.end {
+                let got = pagemap.read(at, r.end, page, &mut entries)?;
+                for &e in got {
+                    if e & PRESENT != 0 {
+                        resident[n / 64] |= 1 << (n % 64);
+                    }
+                    n += 1;
+                }
+                at += got.len() * page;
+            }
+        }
+        Some(FinalizeEntry {
+            ranges,
+            resident,
+            page,
+        })
+    }
+
+    /// Between two steps of the finalize: this library's read-only pages
+    /// ([`release_init_pages`]), and the others' clean pages that were not resident at the entry.
+    #[link_section = ".text.finalize.mpistat"]
+    pub fn release_step(&self) {
+        release_init_pages();
+        let Some(pagemap) = Pagemap::open() else {
+            return;
+        };
+        let mut first = 0;
+        for r in &self.ranges {
+            let was_resident = |i: usize| {
+                let n = first + i;
+                self.resident[n / 64] & (1 << (n % 64)) != 0
+            };
+            drop_unwritten_pages_but(pagemap.0, r.start, r.end, self.page, was_resident);
+            first += (r.end - r.start) / self.page;
+        }
+    }
+}
+
+// pagemap's bits (Documentation/admin-guide/mm/pagemap.rst).
+const PRESENT: u64 = 1 << 63;
+
+/// `/proc/self/pagemap`, open.
+struct Pagemap(c_int);
+
+impl Pagemap {
+    #[link_section = ".text.finalize.mpistat"]
+    fn open() -> Option<Pagemap> {
+        // SAFETY: a NUL-terminated path; the descriptor is closed on drop.
+        let fd = unsafe { libc::open(PAGEMAP.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        (fd >= 0).then_some(Pagemap(fd))
+    }
+
+    /// The entries of the pages from `at` (at most to `end`, at most `entries.len()`); `None` if
+    /// the read fails or gives nothing.
+    #[link_section = ".text.finalize.mpistat"]
+    fn read<'a>(
+        &self,
+        at: usize,
+        end: usize,
+        page: usize,
+        entries: &'a mut [u64; PAGEMAP_BATCH],
+    ) -> Option<&'a [u64]> {
+        let want = ((end - at) / page).min(entries.len());
+        // SAFETY: reads at most `entries`' bytes into it.
+        let got = unsafe {
+            libc::pread(
+                self.0,
+                entries.as_mut_ptr().cast(),
+                want * 8,
+                (at / page * 8) as libc::off_t,
+            )
+        };
+        (got >= 8).then(|| &entries[..got as usize / 8])
+    }
+}
+
+impl Drop for Pagemap {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// The read-only `PT_LOAD` segments (whole pages, [`ranges_of`]) of every object loaded but
+/// this library, the front (whose pages [`release_init_pages`] drops whatever was resident) and
+/// the vDSO (no file behind it).
+#[link_section = ".text.finalize.mpistat"]
+fn others_read_only_ranges(page: usize) -> Vec<Range> {
+    struct Search {
+        /// The load addresses of this library and the front ([`OWN_BASES`]).
+        own_bases: [usize; 2],
+        /// Addresses inside this library, the front (0: none) and the vDSO (0: none), for the
+        /// objects whose load address does not say.
+        skipped: [usize; 3],
+        page: usize,
+        found: Vec<Range>,
+    }
+    #[link_section = ".text.finalize.mpistat"]
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: usize,
+        data: *mut c_void,
+    ) -> c_int {
+        // SAFETY: dl_iterate_phdr passes a valid info and our own `Search`.
+        let (info, search) = unsafe { (&*info, &mut *(data as *mut Search)) };
+        let base = info.dlpi_addr as usize;
+        if search.own_bases.contains(&base) {
+            return 0;
+        }
+        // SAFETY: dlpi_phdr points to dlpi_phnum program headers.
+        let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+        let holds = |a: usize| {
+            a != 0
+                && phdrs.iter().any(|p| {
+                    let start = base + p.p_vaddr as usize;
+                    p.p_type == libc::PT_LOAD && (start..start + p.p_memsz as usize).contains(&a)
+                })
+        };
+        if !search.skipped.iter().any(|&a| holds(a)) {
+            let ranges = ranges_of(phdrs, base, search.page, libc::PF_W);
+            search.found.extend(ranges);
+        }
+        0
+    }
+    let mut search = Search {
+        own_bases: [OWN_BASES[0].load(Relaxed), OWN_BASES[1].load(Relaxed)],
+        skipped: [
+            read_only_ranges as fn() -> ReadOnly as usize,
+            crate::next::front_address(),
+            // SAFETY: getauxval has no preconditions (0 when the entry is missing).
+            unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) } as usize,
+        ],
+        page,
+        found: Vec::new(),
+    };
+    // SAFETY: `visit` matches the callback type and only reads what the loader gives it.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut search as *mut Search as *mut c_void) };
+    search.found
 }
 
 /// The read-only `PT_LOAD` segments of this library, of the front that loaded it (if one did:
@@ -284,6 +477,9 @@ pub fn read_only_ranges() -> ReadOnly {
             && unsafe { std::ffi::CStr::from_ptr(info.dlpi_name) }
                 .to_bytes()
                 .ends_with(b"/libgcc_s.so.1");
+        if own || front {
+            OWN_BASES[usize::from(front)].store(base, Relaxed);
+        }
         if own || front || unwinder {
             let found = &mut search.found;
             found
@@ -519,6 +715,96 @@ mod tests {
             assert_eq!(*map.add(3 * 4096), 7);
             libc::munmap(map.cast(), len);
         }
+    }
+
+    #[test]
+    fn a_finalize_step_drops_only_the_clean_pages_mapped_since_the_entry() {
+        use std::os::fd::AsRawFd;
+        let path = std::env::temp_dir().join(format!("footprint-entry-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; 6 * 4096]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let len = 6 * 4096;
+        // SAFETY: a private read-only mapping of our own file, unmapped below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        } as *mut u8;
+        assert_ne!(map, libc::MAP_FAILED as *mut u8);
+        let start = map as usize;
+        // Only page 1 resident at the entry (a read maps its neighbours too: fault-around).
+        // SAFETY: reads inside the mapping, and drops of its clean pages.
+        unsafe {
+            std::ptr::read_volatile(map.add(4096));
+            libc::madvise(map.cast(), 4096, libc::MADV_DONTNEED);
+            libc::madvise(map.add(2 * 4096).cast(), 4 * 4096, libc::MADV_DONTNEED);
+        }
+        let mapped = |pages: &[(bool, bool)]| pages.iter().map(|p| p.0).collect::<Vec<_>>();
+        assert_eq!(
+            mapped(&mapped_and_copied(start, 6)),
+            [false, true, false, false, false, false]
+        );
+        let entry = FinalizeEntry::of(
+            vec![Range {
+                start,
+                end: start + len,
+            }],
+            4096,
+        )
+        .expect("/proc/self/pagemap");
+        // SAFETY: inside the mapping; page 4 made writable, written (copied), read-only again.
+        unsafe {
+            for page in [2, 3, 4] {
+                std::ptr::read_volatile(map.add(page * 4096));
+            }
+            let copied = map.add(4 * 4096);
+            assert_eq!(
+                libc::mprotect(copied.cast(), 4096, libc::PROT_READ | libc::PROT_WRITE),
+                0
+            );
+            *copied = 42;
+            assert_eq!(libc::mprotect(copied.cast(), 4096, libc::PROT_READ), 0);
+        }
+        assert_eq!(mapped(&mapped_and_copied(start, 6))[1..5], [true; 4]);
+        entry.release_step();
+        // Page 1 was resident at the entry and stays; 2 and 3 the step mapped, and go; 4 is a
+        // copy, and stays with what was written.
+        assert_eq!(
+            mapped_and_copied(start, 6),
+            [
+                (false, false),
+                (true, false),
+                (false, false),
+                (false, false),
+                (true, true),
+                (false, false)
+            ]
+        );
+        // SAFETY: inside the mapping, then unmapped once.
+        unsafe {
+            assert_eq!(*map.add(4 * 4096), 42);
+            assert_eq!(*map.add(2 * 4096), 7);
+            libc::munmap(map.cast(), len);
+        }
+    }
+
+    #[test]
+    fn the_finalize_entry_covers_libc_but_not_this_library() {
+        // This test binary is "this library" only by the anchor's address: the objects it skips
+        // are found by their load addresses once `read_only_ranges` ran.
+        read_only_ranges();
+        let page = page_size();
+        let ranges = others_read_only_ranges(page);
+        let in_ranges = |a: usize| ranges.iter().any(|r| (r.start..r.end).contains(&a));
+        assert!(in_ranges(libc::getpid as usize), "libc: {ranges:x?}");
+        let here = read_only_ranges as fn() -> ReadOnly as usize;
+        assert!(!in_ranges(here), "this object: {ranges:x?}");
     }
 
     #[test]

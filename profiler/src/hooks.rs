@@ -7,9 +7,10 @@
 use crate::clock::{ticks, Anchor};
 use crate::counters::JobCounters;
 use crate::detail::Destination;
-use crate::facts::{unix_ms_now, InitFacts};
+use crate::facts::{unix_ms_now, Account, InitFacts};
 use crate::family::{library_version, Built, Family, Probe};
 use crate::ffi::MPI_Comm;
+use crate::footprint::FinalizeEntry;
 use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
@@ -397,13 +398,19 @@ fn publish(
     estimates: Option<&Estimates>,
     counters: Option<&JobCounters>,
     partial: Option<String>,
+    release_step: &dyn Fn(),
 ) {
+    // Its own step: `getpwuid_r` maps libc's code (and NSS's) that the record's building and
+    // sending need not keep.
+    let account = Account::of_process();
+    release_step();
     let mut record = build_record(
         &job.init,
         reduced,
         &job.config.profiler,
         library_version(),
         partial,
+        account,
     );
     if let Some(e) = estimates {
         add_estimates(&mut record, e);
@@ -420,8 +427,8 @@ fn publish(
     }
     // Cut to the limits in place: the detail report below shows the record as sent.
     let lines = mpistat_record::wire::encode_fitting(&mut record);
-    // The record is built: its code need not stay mapped while it is sent (see before_finalize).
-    crate::footprint::release_init_pages();
+    // The record is built: its code need not stay mapped while it is sent (reduce_and_publish).
+    release_step();
     let sent = crate::syslog::send(
         &job.config.syslog.socket,
         job.config.syslog.facility.code(),
@@ -539,7 +546,17 @@ fn reduce_and_publish(
     hook_start: u64,
 ) -> Result<(), FinalizeFailed> {
     let failed = |step| move |e| FinalizeFailed(step, e);
+    // Each step of the finalize runs cold code, ours and the MPI library's, which the kernel
+    // maps 64 kB at a time around each fault: dropping what a step mapped before the next one
+    // (footprint.rs) makes the peak the largest step's rather than all of theirs
+    // (docs/footprint.md "Finalize"), for a few re-faults.
+    let entry = FinalizeEntry::note();
+    let release_step = || match &entry {
+        Some(entry) => entry.release_step(),
+        None => crate::footprint::release_init_pages(),
+    };
     let comm = OwnComm::private(world).map_err(failed("making its communicator"))?;
+    release_step();
     // One rank per node counts the node: the launcher says which, else MPI finds out
     // (a collective: each one at finalize costs a scheduling round when ranks share cores).
     let node_leader = match crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank) {
@@ -565,23 +582,26 @@ fn reduce_and_publish(
         crate::mpi::appnum(),
     )
     .map_err(failed("the supersteps' reduction"))?;
-    // Each step of the finalize runs cold code, which the kernel maps 64 kB at a time
-    // around each fault: dropping it again between steps (footprint.rs) makes the peak
-    // the largest step's code rather than all of theirs (300 kB less on each rank of
-    // footprint.c, docs/footprint.md "Finalize"), for a few re-faults of the hot chunk.
-    crate::footprint::release_init_pages();
+    release_step();
     let counters =
         crate::counters::reduce(&comm, rank_counters).map_err(failed("the counters' reduction"))?;
     crate::trace::finish(&comm, job.init.start_unix_ms, job.init.pid);
-    crate::footprint::release_init_pages();
+    release_step();
     let reduced = Reduced::over_ranks(&totals, node_leader, saw_pmpi_tool(job), &comm);
-    crate::footprint::release_init_pages();
+    release_step();
     match reduced {
-        Ok(Some(reduced)) => publish(job, &reduced, estimates.as_ref(), counters.as_ref(), None),
+        Ok(Some(reduced)) => publish(
+            job,
+            &reduced,
+            estimates.as_ref(),
+            counters.as_ref(),
+            None,
+            &release_step,
+        ),
         Ok(None) => {}
         Err(e) => return Err(FinalizeFailed("the totals' reduction", e)),
     }
-    crate::footprint::release_init_pages();
+    release_step();
     Ok(())
 }
 
@@ -613,7 +633,14 @@ fn publish_partial(job: &mut Job, reason: String, hook_start: u64, with_counters
         .map(|mine| crate::counters::local(&mine));
     let totals = rank_totals(job, &Anchor::now(), hook_start);
     let reduced = Reduced::local(&totals, job.init.rank, saw_pmpi_tool(job));
-    publish(job, &reduced, None, counters.as_ref(), Some(reason));
+    publish(
+        job,
+        &reduced,
+        None,
+        counters.as_ref(),
+        Some(reason),
+        &crate::footprint::release_init_pages,
+    );
 }
 
 /// Before the real `MPI_Abort`: the calling rank writes a partial record with its own data.
@@ -732,6 +759,7 @@ fn write_subtotals() {
             &job.config.profiler,
             library_version(),
             None,
+            Account::of_process(),
         );
         record.ranks = 1;
         let text = format!(

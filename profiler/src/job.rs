@@ -2,7 +2,7 @@
 //! its reduced numbers.
 
 use crate::facts::{
-    host_name, job_id, program, thread_level_name, unix_ms_now, user_name, InitFacts,
+    host_name, job_id, program, thread_level_name, unix_ms_now, Account, InitFacts,
 };
 use crate::generated::routines::{N_ROUTINES, ROUTINES};
 use crate::tally::{JobValue, Reduced};
@@ -39,16 +39,16 @@ const _: () = assert!(N_ROUTINES <= mpistat_record::limits::ROUTINES_MAX);
 const _: () = assert!(crate::superstep::SERIES_POINTS <= mpistat_record::limits::SERIES_MAX);
 const _: () = assert!(crate::superstep::MAX_PARTITIONS <= mpistat_record::limits::PARTITIONS_MAX);
 
-/// Assemble the record of the job from `init`, the reduced numbers and what the writing rank knows.
+/// Assemble the record of the job from `init`, the reduced numbers and what the writing rank knows
+/// (its `account`: looked up by the caller, whose finalize drops libc's code between the two).
 pub fn build_record(
     init: &InitFacts,
     reduced: &Reduced,
     config: &ProfilerConfig,
     mpi_library: String,
     partial: Option<String>,
+    account: Account,
 ) -> JobRecord {
-    // SAFETY: getuid cannot fail.
-    let uid = unsafe { libc::getuid() };
     let placed = crate::places::known();
     let mut routines = Vec::with_capacity(reduced.routines.len());
     for r in &reduced.routines {
@@ -83,8 +83,8 @@ pub fn build_record(
     JobRecord {
         version: MODEL_VERSION,
         job_id: job_id(init.start_unix_ms, init.pid),
-        uid,
-        user: user_name(uid),
+        uid: account.uid,
+        user: account.name,
         exe: program.exe.clone(),
         argv0: program.argv0.clone(),
         app: program.application.name.clone(),
