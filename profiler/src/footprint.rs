@@ -802,7 +802,10 @@ mod tests {
         let page = page_size();
         let ranges = others_read_only_ranges(page);
         let in_ranges = |a: usize| ranges.iter().any(|r| (r.start..r.end).contains(&a));
-        assert!(in_ranges(libc::getpid as usize), "libc: {ranges:x?}");
+        assert!(
+            in_ranges(libc::getpid as *const () as usize),
+            "libc: {ranges:x?}"
+        );
         let here = read_only_ranges as fn() -> ReadOnly as usize;
         assert!(!in_ranges(here), "this object: {ranges:x?}");
     }
