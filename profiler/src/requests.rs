@@ -141,7 +141,8 @@ impl Entry {
     /// The front entry with all it describes: a receive staged while its routine's memo held
     /// its key has only its request written ([`stage_front`]); its routine, count, datatype
     /// and communicator are then the memo's, taken here by whatever reads them
-    /// ([`Table::at`], [`front_completed_measured`]) or rewrites the memo ([`settle_front`]).
+    /// ([`Table::at`], [`front_completed_measured`]), from the memo or from the copy it left
+    /// before it was rewritten (`traffic::stash_held`).
     #[inline(always)]
     fn settle(&mut self) {
         if crate::traffic::held_any() {
@@ -785,13 +786,6 @@ pub fn stage_front(id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     front.id = id as u32;
     front.traffic = traffic;
     front.comm = comm;
-}
-
-/// Before the memo that held the key of the receive in front changes (or any memo may no
-/// longer hold it: a generation's move): the front takes its key ([`Entry::settle`]).
-#[inline(always)]
-pub fn settle_front() {
-    front().settle();
 }
 
 /// After the real call of a receive [`stage_front`] staged, which returned `rc`: keep its

@@ -150,7 +150,7 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
-    crate::requests::settle_front();
+    stash_held();
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One
@@ -735,21 +735,33 @@ static HELD: AtomicPtr<Memo> = AtomicPtr::new(std::ptr::addr_of!(NO_MEMO).cast_m
 /// ([`NO_PEER`]), so [`received_as_memo`] is false of it, and the steady completion needs no
 /// test for "none" (a load, a test and a branch fewer; bench/instructions.sh's `irecv_wait`).
 /// Nothing writes it.
-static NO_MEMO: Memo = Memo {
-    count: AtomicI64::new(0),
-    datatype: AtomicUsize::new(0),
-    comm: AtomicUsize::new(0),
-    world: AtomicUsize::new(0),
-    peer: AtomicI32::new(NO_PEER),
-    generation: AtomicU64::new(0),
-    elements: AtomicU64::new(0),
-    bytes: AtomicU64::new(0),
-    sent: AtomicU64::new(0),
-    bucket: AtomicUsize::new(0),
-    on_node: AtomicU64::new(0),
-    off_node: AtomicU64::new(0),
-    hits: AtomicU64::new(0),
-};
+static NO_MEMO: Memo = unmatched_memo();
+
+/// What [`HELD`] points at once the memo that held the front receive's key is to change
+/// ([`remember`], [`forget_memos`]): a copy of that key ([`stash_held`]), the routine in
+/// [`STASHED_ID`], until [`take_held_key`] takes it. Its peer is [`NO_PEER`], as [`NO_MEMO`]'s:
+/// the steady completion never takes it for a hit, and measures the receive.
+static STASHED: Memo = unmatched_memo();
+static STASHED_ID: AtomicUsize = AtomicUsize::new(0);
+
+/// A memo with no key and [`NO_PEER`]: no status is received as it ([`NO_MEMO`], [`STASHED`]).
+const fn unmatched_memo() -> Memo {
+    Memo {
+        count: AtomicI64::new(0),
+        datatype: AtomicUsize::new(0),
+        comm: AtomicUsize::new(0),
+        world: AtomicUsize::new(0),
+        peer: AtomicI32::new(NO_PEER),
+        generation: AtomicU64::new(0),
+        elements: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+        bucket: AtomicUsize::new(0),
+        on_node: AtomicU64::new(0),
+        off_node: AtomicU64::new(0),
+        hits: AtomicU64::new(0),
+    }
+}
 
 /// At the post of a nonblocking receive of routine `id` kept in front (on the main thread, its
 /// steady path): whether its memo holds the receive's key (all but the source, which its
@@ -777,8 +789,9 @@ pub fn hold_if_key(
 }
 
 /// The key of the receive whose memo [`held`] it at its post (routine, count, datatype,
-/// communicator), read from that memo, which no call has rewritten since ([`remember`] and
-/// [`forget_memos`] take it first); [`held`] is [`NO_MEMO`] after. None if it was.
+/// communicator), read from that memo, which no call has rewritten since, or from its copy
+/// ([`stash_held`]: [`remember`] and [`forget_memos`] make one first); [`held`] is [`NO_MEMO`]
+/// after. None if it was.
 #[cold]
 #[inline(never)]
 pub fn take_held_key() -> Option<(RoutineId, MPI_Count, MPI_Datatype, MPI_Comm)> {
@@ -787,17 +800,44 @@ pub fn take_held_key() -> Option<(RoutineId, MPI_Count, MPI_Datatype, MPI_Comm)>
         return None;
     }
     hold_none();
-    let routines = &crate::threads::main_table().routines;
-    // `memo` is the memo of one of the main table's routines ([`hold_if_key`]).
-    let id = (memo as usize - std::ptr::from_ref(&routines[0].memo) as usize)
-        / std::mem::size_of::<Routine>();
-    let memo = &routines[id].memo;
+    let id = if std::ptr::eq(memo, &STASHED) {
+        STASHED_ID.load(Relaxed)
+    } else {
+        routine_of_held(memo)
+    };
+    // SAFETY: `HELD` points at `STASHED` or at a memo of the main table (static).
+    let memo = unsafe { &*memo };
     Some((
         id,
         memo.count.load(Relaxed),
         MPI_Datatype::from_key(memo.datatype.load(Relaxed)),
         MPI_Comm::from_key(memo.comm.load(Relaxed)),
     ))
+}
+
+/// The routine whose memo `memo` is: one of the main table's ([`hold_if_key`]).
+fn routine_of_held(memo: *const Memo) -> RoutineId {
+    let routines = &crate::threads::main_table().routines;
+    (memo as usize - std::ptr::from_ref(&routines[0].memo) as usize)
+        / std::mem::size_of::<Routine>()
+}
+
+/// Before the memo [`HELD`] points at changes: its key (what the receive in front was posted
+/// with) goes to [`STASHED`], and [`HELD`] points there.
+#[cold]
+#[inline(never)]
+fn stash_held() {
+    let memo = HELD.load(Relaxed);
+    if !held_any() || std::ptr::eq(memo, &STASHED) {
+        return;
+    }
+    STASHED_ID.store(routine_of_held(memo), Relaxed);
+    // SAFETY: `HELD` points at a memo of the main table (static).
+    let memo = unsafe { &*memo };
+    STASHED.count.store(memo.count.load(Relaxed), Relaxed);
+    STASHED.datatype.store(memo.datatype.load(Relaxed), Relaxed);
+    STASHED.comm.store(memo.comm.load(Relaxed), Relaxed);
+    HELD.store(std::ptr::addr_of!(STASHED).cast_mut(), Relaxed);
 }
 
 /// A receive kept in front without a memo's test (the counting copy's): [`held`] is
@@ -1107,10 +1147,10 @@ pub fn add_last(table: &ThreadTable, id: RoutineId) {
 fn remember(table: &ThreadTable, id: RoutineId, traffic: Traffic, comm: MPI_Comm) {
     let routine = &table.routines[id];
     let memo = &routine.memo;
-    // The receive in front, if staged with this memo, takes its key from it before it
-    // changes, and tests its whole key again.
+    // The receive in front, if staged with this memo, keeps its key in a copy before the
+    // memo changes, and tests its whole key again.
     if HELD.load(Relaxed) == std::ptr::from_ref(memo).cast_mut() {
-        crate::requests::settle_front();
+        stash_held();
     }
     settle(routine);
     // The key, and whether a call without a size is final (nothing to send, or a receive's
