@@ -658,15 +658,15 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_page_written_since_it_was_mapped_is_never_dropped() {
+    /// A private read-only mapping of `len` bytes of 7 (an unlinked file of this process's),
+    /// which the test unmaps.
+    fn file_of_sevens(name: &str, len: usize) -> *mut u8 {
         use std::os::fd::AsRawFd;
-        let path = std::env::temp_dir().join(format!("footprint-drop-{}", std::process::id()));
-        std::fs::write(&path, vec![7u8; 4 * 4096]).unwrap();
+        let path = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        std::fs::write(&path, vec![7u8; len]).unwrap();
         let file = std::fs::File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
-        let len = 4 * 4096;
-        // SAFETY: a private read-only mapping of our own file, unmapped below.
+        // SAFETY: a private read-only mapping of our own file (it outlives the descriptor).
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -678,26 +678,37 @@ mod tests {
             )
         } as *mut u8;
         assert_ne!(map, libc::MAP_FAILED as *mut u8);
+        map
+    }
+
+    /// Page `page` of `map` ([`file_of_sevens`]) made writable, 42 written at its start (the
+    /// kernel copies it), read-only again.
+    fn write_a_copy(map: *mut u8, page: usize) {
+        // SAFETY: a page inside the test's mapping.
+        unsafe {
+            let copied = map.add(page * 4096);
+            assert_eq!(
+                libc::mprotect(copied.cast(), 4096, libc::PROT_READ | libc::PROT_WRITE),
+                0
+            );
+            *copied = 42;
+            assert_eq!(libc::mprotect(copied.cast(), 4096, libc::PROT_READ), 0);
+        }
+    }
+
+    #[test]
+    fn a_page_written_since_it_was_mapped_is_never_dropped() {
+        use std::os::fd::AsRawFd;
+        let len = 4 * 4096;
+        let map = file_of_sevens("footprint-drop", len);
         let start = map as usize;
-        // SAFETY: inside the mapping; page 2 made writable, written (copied), read-only again.
+        // SAFETY: reads inside the mapping.
         unsafe {
             for page in 0..4 {
                 std::ptr::read_volatile(map.add(page * 4096));
             }
-            assert_eq!(
-                libc::mprotect(
-                    map.add(2 * 4096).cast(),
-                    4096,
-                    libc::PROT_READ | libc::PROT_WRITE
-                ),
-                0
-            );
-            *map.add(2 * 4096) = 42;
-            assert_eq!(
-                libc::mprotect(map.add(2 * 4096).cast(), 4096, libc::PROT_READ),
-                0
-            );
         }
+        write_a_copy(map, 2);
         assert_eq!(
             mapped_and_copied(start, 4),
             [(true, false), (true, false), (true, true), (true, false)]
@@ -719,24 +730,8 @@ mod tests {
 
     #[test]
     fn a_finalize_step_drops_only_the_clean_pages_mapped_since_the_entry() {
-        use std::os::fd::AsRawFd;
-        let path = std::env::temp_dir().join(format!("footprint-entry-{}", std::process::id()));
-        std::fs::write(&path, vec![7u8; 6 * 4096]).unwrap();
-        let file = std::fs::File::open(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
         let len = 6 * 4096;
-        // SAFETY: a private read-only mapping of our own file, unmapped below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                file.as_raw_fd(),
-                0,
-            )
-        } as *mut u8;
-        assert_ne!(map, libc::MAP_FAILED as *mut u8);
+        let map = file_of_sevens("footprint-entry", len);
         let start = map as usize;
         // Only page 1 resident at the entry (a read maps its neighbours too: fault-around).
         // SAFETY: reads inside the mapping, and drops of its clean pages.
@@ -758,19 +753,13 @@ mod tests {
             4096,
         )
         .expect("/proc/self/pagemap");
-        // SAFETY: inside the mapping; page 4 made writable, written (copied), read-only again.
+        // SAFETY: reads inside the mapping.
         unsafe {
             for page in [2, 3, 4] {
                 std::ptr::read_volatile(map.add(page * 4096));
             }
-            let copied = map.add(4 * 4096);
-            assert_eq!(
-                libc::mprotect(copied.cast(), 4096, libc::PROT_READ | libc::PROT_WRITE),
-                0
-            );
-            *copied = 42;
-            assert_eq!(libc::mprotect(copied.cast(), 4096, libc::PROT_READ), 0);
         }
+        write_a_copy(map, 4);
         assert_eq!(mapped(&mapped_and_copied(start, 6))[1..5], [true; 4]);
         entry.release_step();
         // Page 1 was resident at the entry and stays; 2 and 3 the step mapped, and go; 4 is a

@@ -152,14 +152,7 @@ mod tests {
         c.push_str(
             "  printf(\"%d %ld %d %ld %ld\\n\", MPI_PROC_NULL, (long) MPI_IN_PLACE, (int) sizeof(MPI_Status),\n    (long) MPI_STATUS_IGNORE, (long) MPI_STATUSES_IGNORE);\n  return 0;\n}\n",
         );
-        std::fs::write(dir.join("h.c"), c).unwrap();
-        let built = Command::new("mpicc.mpich")
-            .current_dir(&dir)
-            .args(["-o", "h", "h.c"])
-            .status()
-            .expect("mpicc.mpich");
-        assert!(built.success());
-        let out = Command::new(dir.join("h")).output().unwrap();
+        let out = built_and_run(&dir, &c);
         let text = String::from_utf8(out.stdout).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         for (i, (object, handle)) in HANDLES.iter().enumerate() {
@@ -176,6 +169,18 @@ mod tests {
             )
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// The C program `source` built with `mpicc.mpich` in `dir` and run (one process).
+    fn built_and_run(dir: &std::path::Path, source: &str) -> std::process::Output {
+        std::fs::write(dir.join("h.c"), source).unwrap();
+        let built = Command::new("mpicc.mpich")
+            .current_dir(dir)
+            .args(["-o", "h", "h.c"])
+            .status()
+            .expect("mpicc.mpich");
+        assert!(built.success());
+        Command::new(dir.join("h")).output().unwrap()
     }
 
     /// Every datatype the installed mpi.h defines: the size its handle encodes is what the
@@ -208,14 +213,7 @@ mod tests {
             ));
         }
         c.push_str("  MPI_Finalize();\n  return 0;\n}\n");
-        std::fs::write(dir.join("h.c"), c).unwrap();
-        let built = Command::new("mpicc.mpich")
-            .current_dir(&dir)
-            .args(["-o", "h", "h.c"])
-            .status()
-            .expect("mpicc.mpich");
-        assert!(built.success());
-        let out = Command::new(dir.join("h")).output().unwrap();
+        let out = built_and_run(&dir, &c);
         assert!(out.status.success(), "{out:?}");
         let (mut encoded, mut left) = (0, 0);
         for line in String::from_utf8(out.stdout).unwrap().lines() {
