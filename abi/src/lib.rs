@@ -65,6 +65,16 @@ pub const PROTOCOL: u32 = 1;
 /// `mpistat_impl_attach`'s type.
 pub type Attach = unsafe extern "C" fn(ResolveNext) -> u32;
 
+/// The function an implementation may export for the front to call right after it filled a
+/// slot, i.e. at a routine's first call, just after the loader's lazy binding of that routine
+/// read the front's dynamic symbol tables (and the front's code and `dlsym` ran): the
+/// implementation drops the read-only pages that mapped again (docs/footprint.md, "baseline").
+/// The front calls it from outside its `.text`, and only if the implementation defines it.
+pub const BOUND: &CStr = c"mpistat_impl_bound";
+
+/// `mpistat_impl_bound`'s type.
+pub type Bound = unsafe extern "C" fn();
+
 /// The front's lookup of the next definition of a symbol after the front (`dlsym(RTLD_NEXT)`
 /// done in the front, which sits in the global scope where the implementation, opened
 /// `RTLD_LOCAL`, does not), or null.

@@ -9,16 +9,16 @@
 //! trampoline, `jmp *slot(%rip)`: registers, stack and `%al` (variadic calls) untouched, so it is
 //! right for every signature and costs one indirect jump.
 //!
-//! Every slot starts at a lazy stub; the process's first call of any export runs
-//! [`resolve::resolve`] once, which fills every slot: with the implementation of the one MPI
-//! family loaded in the process, or, when there is none, several, or anything goes wrong, with
-//! the next definition after this library (pass-through). Nothing happens at load time: a
-//! process that never calls MPI (bash, python) never loads an implementation, opens no file and
-//! calls no `dlopen`.
+//! Every slot starts at a lazy stub; each export's first call runs [`resolve::resolve`], which
+//! fills its slot (the process's first call also chooses, once, for all): with the implementation
+//! of the one MPI family loaded in the process, or, when there is none, several, or anything goes
+//! wrong, with the next definition after this library (pass-through). Nothing happens at load
+//! time: a process that never calls MPI (bash, python) never loads an implementation, opens no
+//! file and calls no `dlopen`.
 //!
-//! Modules: `generated` (the exported names), `resolve` (the first call; the families and the
-//! contract it follows are crate `mpistat-abi`, shared with the profilers), the trampolines
-//! below.
+//! Modules: `generated` (the exported names), `resolve` (each export's first call; the families
+//! and the contract it follows are crate `mpistat-abi`, shared with the profilers), the
+//! trampolines below.
 
 // The exports are MPI's names; their safety contract is the MPI standard's.
 #![allow(non_snake_case, clippy::missing_safety_doc)]
@@ -46,8 +46,8 @@ macro_rules! trampolines {
         /// Every exported name, each followed by a NUL, in slot order.
         const NAMES_TEXT: &str = concat!($(stringify!($name), "\0",)*);
 
-        /// Where each export jumps: its lazy stub until [`resolve::resolve`] ran, then the
-        /// implementation's routine or the next definition.
+        /// Where each export jumps: its lazy stub until [`resolve::resolve`] ran for it, then
+        /// the implementation's routine or the next definition.
         static SLOTS: [AtomicPtr<c_void>; names::COUNT] =
             [$(AtomicPtr::new(lazy::$name as *mut c_void),)*];
 
@@ -160,8 +160,12 @@ mod names {
 /// place and the slot index in `%r11`: saves every register that may carry an argument (`%rdi`,
 /// `%rsi`, `%rdx`, `%rcx`, `%r8`, `%r9`, `%rax` = the vector-register count of a variadic call,
 /// `%xmm0`-`%xmm7`), calls [`resolve::resolve`] with the 16-byte aligned stack the ABI wants,
-/// restores them all and jumps where it returned: the routine runs as if called directly.
+/// restores them all and jumps where it returned: the routine runs as if called directly. In
+/// between it calls the implementation's `abi::BOUND` ([`resolve::BOUND`], if any), which drops
+/// the read-only pages this first call mapped, this library's `.text` among them: so this code is
+/// with the trampolines, whose chunk stays resident anyway, and `resolve` has returned by then.
 #[unsafe(naked)]
+#[link_section = ".text.trampolines"]
 unsafe extern "C" fn lazy_common() {
     core::arch::naked_asm!(
         // At entry %rsp = 8 (mod 16); after %rbp and 7 registers it is 8, after 136 bytes 0.
@@ -185,7 +189,14 @@ unsafe extern "C" fn lazy_common() {
         "movaps %xmm7, 112(%rsp)",
         "mov %r11d, %edi",
         "call {resolve}",
-        "mov %rax, %r11",
+        // The target in the stack's free 8 bytes (128..136) while the hook runs.
+        "mov %rax, 128(%rsp)",
+        "mov {bound}(%rip), %rax",
+        "test %rax, %rax",
+        "jz 2f",
+        "call *%rax",
+        "2:",
+        "mov 128(%rsp), %r11",
         "movaps 0(%rsp), %xmm0",
         "movaps 16(%rsp), %xmm1",
         "movaps 32(%rsp), %xmm2",
@@ -205,6 +216,7 @@ unsafe extern "C" fn lazy_common() {
         "pop %rbp",
         "jmp *%r11",
         resolve = sym resolve::resolve,
+        bound = sym resolve::BOUND,
         options(att_syntax),
     )
 }

@@ -1,4 +1,4 @@
-//! The process's first call of an export: choose where every export goes, once.
+//! Each export's first call: where it goes, chosen once for the process, filled slot by slot.
 //!
 //! Exactly one known family's MPI library in the process (its marker symbol, see
 //! `mpistat_abi::Known::marker`) and its implementation next to this library, which accepts the
@@ -13,72 +13,88 @@
 //!
 //! The implementation is opened only from this library's own directory (never a search path the
 //! user controls), `RTLD_NOW | RTLD_LOCAL`, so its symbols never enter the global scope.
+//!
+//! A slot is filled at its own export's first call, not all at the process's first: that call is
+//! the moment the loader has just bound the routine (its lazy binding read this library's
+//! dynamic symbol tables, a 64 KiB chunk), so the implementation's `abi::BOUND` drops those pages
+//! right there (with this library's code that ran, and what `dlsym` read of the implementation),
+//! and a routine a program first calls late in the run leaves nothing resident.
 
-use crate::names::{self, name, COUNT};
+use crate::names::name;
 use crate::SLOTS;
 use mpistat_abi::{self as abi, Attach, KNOWN};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::OnceLock;
 
-/// Called by `lazy_common` with a slot index: fill every slot (once, whichever thread comes
-/// first; the others wait), then return where the slot's export goes. A name that nothing
-/// defined then is looked up again at each call until found (a library loaded since may define
-/// it: Open MPI's `MPI_Init` loads libpmix); a name nothing defines stops the process with a
-/// message, as calling on would jump to address 0.
+/// Called by `lazy_common` with a slot index at its export's first call (and again while the
+/// slot is unfilled, by racing threads): choose where exports go (once, whichever thread comes
+/// first; the others wait), fill this slot and return where it goes. A name nothing defines
+/// stops the process with a message, as calling on would jump to address 0; a library loaded
+/// since the choice may define it (Open MPI's `MPI_Init` loads libpmix), so it is looked up now.
 pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(fill);
+    static CHOICE: OnceLock<Choice> = OnceLock::new();
+    let choice = CHOICE.get_or_init(Choice::make);
     let i = index as usize;
-    if !UNDEFINED[i].load(Ordering::Acquire) {
-        return SLOTS[i].load(Ordering::Acquire);
-    }
-    let late = std::panic::catch_unwind(|| Elsewhere::find().next(name(i)))
-        .unwrap_or(std::ptr::null_mut());
-    if late.is_null() {
+    let target =
+        std::panic::catch_unwind(|| choice.target(name(i))).unwrap_or(std::ptr::null_mut());
+    if target.is_null() {
         abi::missing(name(i));
     }
-    SLOTS[i].store(late, Ordering::Release);
-    UNDEFINED[i].store(false, Ordering::Release);
-    late
+    SLOTS[i].store(target, Ordering::Release);
+    target
 }
 
-/// The slots that still hold their lazy stub: all until [`fill`], then those whose name nothing
-/// defined (all of them if filling failed: each call then looks its name up, never loops back to
-/// its own stub).
-static UNDEFINED: [AtomicBool; COUNT] = [const { AtomicBool::new(true) }; COUNT];
+/// The implementation's `abi::BOUND` (null if none, or before the choice), which `lazy_common`
+/// calls after [`resolve`] returned: outside this library's `.text`, whose pages it drops with the
+/// rest of the read-only pages the first call mapped.
+pub(crate) static BOUND: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Fill every slot; on a panic (none is expected) pass through. No panic leaves this function:
-/// it runs inside a user's MPI call.
-fn fill() {
-    let targets = std::panic::catch_unwind(|| targets(implementation()))
-        .or_else(|_| std::panic::catch_unwind(|| targets(None)));
-    if let Ok(targets) = targets {
-        for ((slot, undefined), target) in SLOTS.iter().zip(&UNDEFINED).zip(targets) {
-            if !target.is_null() {
-                slot.store(target, Ordering::Release);
-                undefined.store(false, Ordering::Release);
-            }
+/// Where the exports go, chosen at the process's first call of any.
+struct Choice {
+    /// The implementation (a handle from `dlopen`), `None` for pass-through.
+    implementation: Option<*mut c_void>,
+    elsewhere: Elsewhere,
+}
+
+// SAFETY: a `dlopen` handle and the addresses of loaded objects are the process's, valid from any
+// thread while the objects stay loaded (these are never closed).
+unsafe impl Send for Choice {}
+unsafe impl Sync for Choice {}
+
+impl Choice {
+    /// No panic leaves this function (it runs inside a user's MPI call): on one (none is
+    /// expected), pass through.
+    fn make() -> Choice {
+        let implementation = std::panic::catch_unwind(implementation).unwrap_or(None);
+        if let Some(h) = implementation {
+            // SAFETY: a handle dlopen returned and a NUL-terminated name; the function it
+            // names, if any, has the contract's type (`abi::Bound`).
+            BOUND.store(
+                unsafe { libc::dlsym(h, abi::BOUND.as_ptr()) },
+                Ordering::Release,
+            );
+        }
+        let elsewhere = std::panic::catch_unwind(Elsewhere::find).unwrap_or(Elsewhere {
+            mpi_libraries: Vec::new(),
+        });
+        Choice {
+            implementation,
+            elsewhere,
         }
     }
-}
 
-/// Each name's target: in the implementation (a handle from `dlopen`), else the next
-/// definition; null if nothing defines it.
-fn targets(implementation: Option<*mut c_void>) -> Vec<*mut c_void> {
-    let elsewhere = Elsewhere::find();
-    (0..names::COUNT)
-        .map(|i| {
-            let name = name(i);
-            implementation
-                // SAFETY: a handle dlopen returned and a NUL-terminated name.
-                .map(|h| unsafe { libc::dlsym(h, name.as_ptr()) })
-                .filter(|p| !p.is_null())
-                .unwrap_or_else(|| elsewhere.next(name))
-        })
-        .collect()
+    /// A name's target: in the implementation, else the next definition; null if nothing
+    /// defines it.
+    fn target(&self, name: &CStr) -> *mut c_void {
+        self.implementation
+            // SAFETY: a handle dlopen returned and a NUL-terminated name.
+            .map(|h| unsafe { libc::dlsym(h, name.as_ptr()) })
+            .filter(|p| !p.is_null())
+            .unwrap_or_else(|| self.elsewhere.next(name))
+    }
 }
 
 /// The implementation for the process's MPI family, attached; `None` for pass-through, also

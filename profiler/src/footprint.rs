@@ -31,7 +31,9 @@
 //! that starts a slot of the superstep buffer, after [`FIRST_RELEASE`] supersteps, then each time
 //! their number doubled, then every [`RELEASE_EVERY`]: when the routines of the loops are long
 //! bound) [`release_symbol_tables`] drops them again, with libgcc_s's, verified page by page as
-//! never written (`/proc/self/pagemap`).
+//! never written (`/proc/self/pagemap`). And at each routine's first call, right after its
+//! binding: the front fills each slot at its first call and then calls [`mpistat_impl_bound`],
+//! so a routine first called after the last of those cold points leaves nothing resident either.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
@@ -59,10 +61,13 @@ const UNKNOWN: usize = usize::MAX;
 pub const FIRST_RELEASE: u64 = 1 << 10;
 pub const RELEASE_EVERY: u64 = 1 << 14;
 
-/// Most ranges [`release_symbol_tables`] drops again (the front's read-only data, libgcc_s's).
-const MAX_LOOKED_UP: usize = 4;
-/// Of the ranges the first release found, those that lookups read again after `MPI_Init` (the
-/// read-only data segments, i.e. not code, of the front and of libgcc_s: their symbol tables),
+/// Most ranges [`release_symbol_tables`] drops again (the front's read-only segments, 2 here,
+/// libgcc_s's read-only data, 2, and this library's, 1).
+const MAX_LOOKED_UP: usize = 6;
+/// Of the ranges the first release found, those that lookups read again after `MPI_Init`: the
+/// read-only data segments, i.e. not code, of the front and of libgcc_s (their symbol tables),
+/// of this library (the front looks up its exports at each routine's first call) and the front's
+/// code (which does that lookup, [`mpistat_impl_bound`]),
 /// as (start, end) pairs, and how many (0 until then); with the page size.
 static LOOKED_UP: [AtomicUsize; 2 * MAX_LOOKED_UP] =
     [const { AtomicUsize::new(0) }; 2 * MAX_LOOKED_UP];
@@ -189,6 +194,19 @@ pub fn release_symbol_tables() {
     }
     // SAFETY: our own descriptor.
     unsafe { libc::close(fd) };
+}
+
+/// The front's call right after it filled a slot, at the routine's first call (`abi::BOUND`):
+/// that call mapped pages no later call needs (the loader's lazy binding of the routine read the
+/// front's dynamic symbol tables, the front's code chose its target, and `dlsym` read this
+/// library's symbol tables), so drop them again ([`release_symbol_tables`]; nothing before
+/// `MPI_Init`'s first release). A routine first called after the loops (a rooted collective ends
+/// no superstep, so the superstep schedule's drops all came before) then leaves nothing resident.
+/// Any thread, any time: it only reads `/proc/self/pagemap` and drops clean pages.
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub extern "C" fn mpistat_impl_bound() {
+    release_symbol_tables();
 }
 
 /// Drop the pages of `start..end` (page-aligned, inside a read-only file mapping) that the
@@ -442,8 +460,9 @@ fn others_read_only_ranges(page: usize) -> Vec<Range> {
 /// that would not load it otherwise; its code runs only when a panic unwinds.
 pub struct ReadOnly {
     pub ranges: Vec<Range>,
-    /// Those that lookups of names read again after `MPI_Init`: the front's and libgcc_s's
-    /// read-only segments of data (their dynamic symbol tables; not their code).
+    /// Those that lookups of names read again after `MPI_Init`: the read-only segments of data
+    /// of the front, libgcc_s and this library (their dynamic symbol tables; not their code),
+    /// and the front's code (its lookups at each routine's first call).
     pub looked_up: Vec<Range>,
 }
 
@@ -485,10 +504,10 @@ pub fn read_only_ranges() -> ReadOnly {
             found
                 .ranges
                 .extend(ranges_of(phdrs, base, page_size(), libc::PF_W));
-            if front || unwinder {
-                let data = ranges_of(phdrs, base, page_size(), libc::PF_W | libc::PF_X);
-                found.looked_up.extend(data);
-            }
+            let excluded = if front { libc::PF_W } else { libc::PF_W | libc::PF_X };
+            found
+                .looked_up
+                .extend(ranges_of(phdrs, base, page_size(), excluded));
         }
         0
     }

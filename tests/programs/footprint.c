@@ -5,7 +5,9 @@
  * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
  * mapping: private to each process), the front's prefixed "front". With the argument "pcontrol"
- * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)).
+ * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)); with
+ * "late" the program calls MPI_Bcast for the first time after the loop (a rooted collective: no
+ * superstep, so no cold point of the superstep schedule, follows its lazy binding).
  * Then what MPI_Finalize adds to the resident set at its peak: "finalize peak_kb=N", VmHWM after
  * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"). */
 #include <mpi.h>
@@ -67,6 +69,7 @@ int main(int argc, char **argv) {
     MPI_Status status;
     /* "pcontrol": each iteration also pauses counting around a barrier (an mpiP-style region). */
     int pause = argc > 1 && strcmp(argv[1], "pcontrol") == 0;
+    int late = argc > 1 && strcmp(argv[1], "late") == 0;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -82,6 +85,7 @@ int main(int argc, char **argv) {
             MPI_Pcontrol(1);
         }
     }
+    if (late) MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     report_residency(rank, "/libmpistat_", "");
     report_residency(rank, "/libmpistat.so", "front ");
     fflush(stdout);
