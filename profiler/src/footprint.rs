@@ -61,17 +61,19 @@ const UNKNOWN: usize = usize::MAX;
 pub const FIRST_RELEASE: u64 = 1 << 10;
 pub const RELEASE_EVERY: u64 = 1 << 14;
 
-/// Most ranges [`release_symbol_tables`] drops again (the front's read-only segments, 2 here,
-/// libgcc_s's read-only data, 2, and this library's, 1).
+/// Most ranges [`release_symbol_tables`] and [`mpistat_impl_bound`] drop again (the front's
+/// read-only data and libgcc_s's, 1 + 2 here; then the front's code and this library's read-only
+/// data, 1 + 1).
 const MAX_LOOKED_UP: usize = 6;
-/// Of the ranges the first release found, those that lookups read again after `MPI_Init`: the
-/// read-only data segments, i.e. not code, of the front and of libgcc_s (their symbol tables),
-/// of this library (the front looks up its exports at each routine's first call) and the front's
-/// code (which does that lookup, [`mpistat_impl_bound`]),
-/// as (start, end) pairs, and how many (0 until then); with the page size.
+/// Of the ranges the first release found, those that lookups read again after `MPI_Init`, as
+/// (start, end) pairs: first the read-only data segments, i.e. not code, of the front and of
+/// libgcc_s (their symbol tables), [`LOOKED_UP_N`] of them (0 until then); then, up to
+/// [`FIRST_CALL_N`], what a routine's first call also maps ([`ReadOnly::first_call`]); with the
+/// page size.
 static LOOKED_UP: [AtomicUsize; 2 * MAX_LOOKED_UP] =
     [const { AtomicUsize::new(0) }; 2 * MAX_LOOKED_UP];
 static LOOKED_UP_N: AtomicUsize = AtomicUsize::new(0);
+static FIRST_CALL_N: AtomicUsize = AtomicUsize::new(0);
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
 /// Drop this process's mappings of the read-only segments (see the module doc). Placed with the
@@ -146,12 +148,19 @@ fn drop_ranges(todo: &[Range]) {
 
 #[inline(never)]
 fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
-    let ReadOnly { ranges, looked_up } = read_only_ranges();
-    for (i, r) in looked_up.iter().take(MAX_LOOKED_UP).enumerate() {
+    let ReadOnly {
+        ranges,
+        looked_up,
+        first_call,
+    } = read_only_ranges();
+    let both = looked_up.iter().chain(&first_call);
+    for (i, r) in both.take(MAX_LOOKED_UP).enumerate() {
         LOOKED_UP[2 * i].store(r.start, Relaxed);
         LOOKED_UP[2 * i + 1].store(r.end, Relaxed);
     }
     PAGE.store(page_size(), Relaxed);
+    let all = (looked_up.len() + first_call.len()).min(MAX_LOOKED_UP);
+    FIRST_CALL_N.store(all, Release);
     LOOKED_UP_N.store(looked_up.len().min(MAX_LOOKED_UP), Release);
     let n = ranges.len().min(MAX_RANGES);
     todo[..n].copy_from_slice(&ranges[..n]);
@@ -175,7 +184,27 @@ static PAGEMAP: [u8; 19] = *b"/proc/self/pagemap\0";
 #[inline(never)]
 #[link_section = ".text.hot.mpistat"]
 pub fn release_symbol_tables() {
-    let n = LOOKED_UP_N.load(Acquire).min(MAX_LOOKED_UP);
+    drop_looked_up(LOOKED_UP_N.load(Acquire));
+}
+
+/// The front's call right after it filled a slot, at the routine's first call (`abi::BOUND`):
+/// that call mapped pages no later call needs (the loader's lazy binding of the routine read the
+/// front's dynamic symbol tables, the front's code chose its target, and `dlsym` read this
+/// library's symbol tables), so drop them again, as [`release_symbol_tables`] does (nothing
+/// before `MPI_Init`'s first release), with the front's code and this library's read-only data
+/// (which the superstep schedule leaves alone: nothing maps them in a loop). A routine first
+/// called after the loops (a rooted collective ends no superstep, so the schedule's drops all
+/// came before) then leaves nothing resident. Any thread, any time.
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub extern "C" fn mpistat_impl_bound() {
+    drop_looked_up(FIRST_CALL_N.load(Acquire));
+}
+
+/// [`drop_unwritten_pages`] of the first `n` ranges of [`LOOKED_UP`].
+#[inline(always)]
+fn drop_looked_up(n: usize) {
+    let n = n.min(MAX_LOOKED_UP);
     let page = PAGE.load(Relaxed);
     if n == 0 || page == 0 {
         return;
@@ -194,19 +223,6 @@ pub fn release_symbol_tables() {
     }
     // SAFETY: our own descriptor.
     unsafe { libc::close(fd) };
-}
-
-/// The front's call right after it filled a slot, at the routine's first call (`abi::BOUND`):
-/// that call mapped pages no later call needs (the loader's lazy binding of the routine read the
-/// front's dynamic symbol tables, the front's code chose its target, and `dlsym` read this
-/// library's symbol tables), so drop them again ([`release_symbol_tables`]; nothing before
-/// `MPI_Init`'s first release). A routine first called after the loops (a rooted collective ends
-/// no superstep, so the superstep schedule's drops all came before) then leaves nothing resident.
-/// Any thread, any time: it only reads `/proc/self/pagemap` and drops clean pages.
-#[no_mangle]
-#[link_section = ".text.hot.mpistat"]
-pub extern "C" fn mpistat_impl_bound() {
-    release_symbol_tables();
 }
 
 /// Drop the pages of `start..end` (page-aligned, inside a read-only file mapping) that the
@@ -460,10 +476,13 @@ fn others_read_only_ranges(page: usize) -> Vec<Range> {
 /// that would not load it otherwise; its code runs only when a panic unwinds.
 pub struct ReadOnly {
     pub ranges: Vec<Range>,
-    /// Those that lookups of names read again after `MPI_Init`: the read-only segments of data
-    /// of the front, libgcc_s and this library (their dynamic symbol tables; not their code),
-    /// and the front's code (its lookups at each routine's first call).
+    /// Those that lookups of names read again after `MPI_Init`: the front's and libgcc_s's
+    /// read-only segments of data (their dynamic symbol tables; not their code).
     pub looked_up: Vec<Range>,
+    /// What a routine's first call maps besides (the front fills its slot then,
+    /// [`mpistat_impl_bound`]): the front's code and this library's read-only data (the front's
+    /// `dlsym` reads its symbol tables).
+    pub first_call: Vec<Range>,
 }
 
 /// The [`ReadOnly`] ranges of this process.
@@ -504,10 +523,17 @@ pub fn read_only_ranges() -> ReadOnly {
             found
                 .ranges
                 .extend(ranges_of(phdrs, base, page_size(), libc::PF_W));
-            let excluded = if front { libc::PF_W } else { libc::PF_W | libc::PF_X };
-            found
-                .looked_up
-                .extend(ranges_of(phdrs, base, page_size(), excluded));
+            let data = ranges_of(phdrs, base, page_size(), libc::PF_W | libc::PF_X);
+            if front {
+                let code = ranges_of(phdrs, base, page_size(), libc::PF_W);
+                let code = code.into_iter().filter(|r| !data.contains(r));
+                found.first_call.extend(code);
+            }
+            if own {
+                found.first_call.extend(data);
+            } else {
+                found.looked_up.extend(data);
+            }
         }
         0
     }
@@ -519,6 +545,7 @@ pub fn read_only_ranges() -> ReadOnly {
         found: ReadOnly {
             ranges: Vec::new(),
             looked_up: Vec::new(),
+            first_call: Vec::new(),
         },
     };
     // SAFETY: `visit` matches the callback type and only reads what the loader gives it.

@@ -531,9 +531,10 @@ fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64, traced: bool) {
     for label in ["", "front "] {
         // The front's read-only data: the pages of its bloom filter (`.gnu.hash`, 12 kB), which
         // this program's own first calls of fopen, fgets, sscanf ... after the loops read. Its
-        // chunk of `.dynsym` and `.dynstr`, which binding the loops' routines mapped back, was
-        // dropped again after 1,024, 2,048 and 4,096 supersteps (`release_symbol_tables`; 64 kB
-        // more, 76-108 measured, while it stayed). The implementation's: none (nothing binds to
+        // chunk of `.dynsym` and `.dynstr`, which binding each of the loops' routines mapped
+        // back, is dropped again at that routine's first call (`mpistat_impl_bound`) and after
+        // 1,024, 2,048 and 4,096 supersteps (`release_symbol_tables`; 64 kB more, 76-108
+        // measured, while it stayed). The implementation's: none (nothing binds to
         // its symbols, and the constants its hot code reads are with that code); it was a 64 kB
         // chunk while a jump table and a table the hot code reads were in `.rodata`.
         let rodata_kb = if label.is_empty() { 8 } else { 16 };
