@@ -7,8 +7,8 @@
 //! general copies, `general_X`), out of line. On, [`leave`] records the whole call
 //! at its end: its start (the counting path's start time), its call site (the first return
 //! address outside this library and libmpi, see `callsite.rs`) and its events, the common case
-//! inlined in the traced wrapper ([`Recorder::leave_fast`]), the rest out of line; [`enter`]
-//! does something only for completing calls (keeps their requests). Events go into
+//! in one function all traced wrappers call ([`Recorder::leave_fast`] in `record_ended`), the
+//! rest out of line; [`enter`] does something only for completing calls (keeps their requests). Events go into
 //! a bounded chunk, spilled to a private file when it fills (`spill.rs`); when the site's
 //! budget is reached, the spill fails, or the window of supersteps ends, recording stops. At `MPI_Finalize` [`finish`] measures the clock offsets again, cuts every
 //! rank's events at the last superstep all ranks recorded (so that the trace is consistent), and
@@ -98,8 +98,9 @@ pub struct Leaving {
 }
 
 /// End of a traced call that returned `rc` at `end` (from the counting path, with what it
-/// measured of `traffic`): records the whole call. Inlined in the traced wrapper, where most of
-/// [`Recorder::leave_fast`]'s checks fold away; what it leaves is out of line.
+/// measured of `traffic`): records the whole call. Inlined in the traced wrapper only as far as
+/// the thread's test and the stack pointer's read; the recording is [`record_ended`], one copy
+/// for every wrapper.
 #[inline(always)]
 pub fn leave(
     call: &crate::threads::Call,
@@ -112,9 +113,7 @@ pub fn leave(
     if !call.on_traced_thread() {
         return;
     }
-    // Made where it is used: built once before the branches, it was stored on the stack for
-    // the slow path's sake on every call.
-    let ended = || Ended {
+    record_ended(&Ended {
         entered: leaving.entered,
         end,
         rc,
@@ -123,23 +122,29 @@ pub fn leave(
         args: leaving.args,
         // Where the call sites' stack slots are measured from: the traced wrapper's stack
         // pointer, the same for every call of the routine and at every point of its body (a
-        // fixed frame: see `callsite.rs`), read here in each branch (read once before them,
-        // the compiler built `Ended` there too).
+        // fixed frame: see `callsite.rs`), so read here, not in `record_ended`'s frame.
         sp: crate::callsite::stack_pointer(),
-    };
+    });
+}
+
+/// [`leave`]'s recording, out of line (`.text.trace`, profiler/trace.ld): inlined in each of
+/// the ~40 traced wrappers' general copies it made each 0.5-1 kB larger, and those copies
+/// (`.text.warm`) a chunk of their own (docs/footprint.md, "tracewarm").
+#[inline(never)]
+fn record_ended(ended: &Ended) {
     if !RECORDER.busy.get() {
         // SAFETY: on the traced thread, with no use of the recorder in progress (busy), as in
         // `with_recorder_if`; the fast path calls nothing that could start one, and a signal
         // handler's MPI call is not traced (it is not the thread's outermost call).
         if let Some(r) = unsafe { &mut *RECORDER.recorder.get() } {
-            match r.leave_fast(ended()) {
+            match r.leave_fast(*ended) {
                 Fast::Done => return,
                 Fast::Superstep => return superstep_left(),
                 Fast::Slow => {}
             }
         }
     }
-    left_slowly(ended());
+    left_slowly(ended);
 }
 
 /// [`leave`] of a collective that [`Recorder::leave_fast`] recorded but for the end of the
@@ -152,10 +157,10 @@ fn superstep_left() {
 /// [`leave`] beyond the fast path (out of line, under the panic guard).
 #[cold]
 #[inline(never)]
-fn left_slowly(ended: Ended) {
+fn left_slowly(ended: &Ended) {
     with_recorder_if(true, |r| {
         if let Some(r) = r.as_mut() {
-            r.leave_slowly(&ended);
+            r.leave_slowly(ended);
         }
     });
 }

@@ -1,5 +1,5 @@
-//! The recording of a traced call's events by the recorder: the fast path inlined in the traced
-//! wrapper ([`Recorder::leave_fast`]), the slow path ([`Recorder::leave_slowly`]), supersteps and
+//! The recording of a traced call's events by the recorder: the fast path, one copy for every
+//! traced wrapper ([`Recorder::leave_fast`], in `trace::record_ended`), the slow path ([`Recorder::leave_slowly`]), supersteps and
 //! the window and budget that stop the recording, communicators, messages and the requests of
 //! completing calls.
 
@@ -237,8 +237,8 @@ impl Recorder {
         }
     }
 
-    /// The common case of recording a call that ended ([`Ended`]), inlined in the traced
-    /// wrapper (its arguments' checks mostly constant there): a call while recording, with room
+    /// The common case of recording a call that ended ([`Ended`]), inlined in the one function
+    /// every traced wrapper calls (`trace::record_ended`): a call while recording, with room
     /// in the budget, from its routine's last call site (that site's stack slot holds it), on no
     /// communicator or the one of the call before, completing no request and making no
     /// communicator. It records a call with no other events ([`RawEvents::push_call`]), a

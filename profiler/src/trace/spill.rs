@@ -15,11 +15,15 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Words of the in-memory chunk (64 KiB): the resident set trace mode's events keep. A spill
-/// every ~2,000-4,000 calls (16-32 bytes a call).
-pub(super) const CHUNK_WORDS: usize = 8192;
+/// Words of the in-memory chunk (32 KiB): the resident set trace mode's events keep. A spill
+/// every ~1,000-2,000 calls (16-32 bytes a call): a `pwrite`, whose cost spread over those
+/// calls is what a smaller chunk adds to each (against 64 KiB, in-job: 16 KiB +1-15 ns a local
+/// call, +32-38 a collective; 32 KiB +0-1.5 a local call, +7-17 a collective, for 32 kB less;
+/// docs/footprint.md, "tracewarm").
+pub(super) const CHUNK_WORDS: usize = 4096;
 
-/// Cuts ([`Cuts`]) kept in memory (8 KiB).
+/// Cuts ([`Cuts`]) kept in memory (8 KiB): a spill every 1,024 supersteps. 2 KiB saved 2-8 kB
+/// and cost an `MPI_Allreduce` 13-30 ns more (docs/footprint.md, "tracewarm").
 const CUTS_CHUNK: usize = 1024;
 
 /// Where the events that do not fit the chunk go.

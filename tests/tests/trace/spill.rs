@@ -1,4 +1,4 @@
-//! Trace mode's spill file (profiler/src/trace/spill.rs): a rank keeps its events in a 64 KiB
+//! Trace mode's spill file (profiler/src/trace/spill.rs): a rank keeps its events in a 32 KiB
 //! chunk and appends it to a private, unnamed file in the job's trace root when it fills;
 //! `MPI_Finalize` reads the file back to write the trace. A long trace comes back whole; where
 //! the file cannot be written (a full disk, a read-only trace root) recording stops, the trace
@@ -13,7 +13,7 @@ use std::process::Command;
 const RANKS: u32 = 4;
 
 /// Loop barriers of `delays.c`: each rank records a barrier call (7 words, 56 bytes) an
-/// iteration, ~250 kB a rank in all: the 64 KiB chunk is spilled three times.
+/// iteration, ~250 kB a rank in all: the 32 KiB chunk is spilled seven times.
 const ITERS: u32 = 4500;
 
 /// The trace root of the default `[trace] directory` under `home`.
