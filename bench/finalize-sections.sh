@@ -3,8 +3,9 @@
 # as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
 # both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
 # finalize.ld wants them: what a rank other than 0 runs (the common part), then, after
-# `__mpistat_finalize_rank0` and the init code, what rank 0 runs besides the record's building
-# and encoding, then that; a `#` line heads each of rank 0's two lists. Symbol hashes and crate
+# `__mpistat_finalize_rank0`, what several of rank 0's record steps run and what it runs besides
+# the common part in the reductions' steps, then, after the init code, what it runs in the
+# record's steps (the building, the JSON, the compressing into lines, the sending), step by step; a `#` line heads each of rank 0's two lists. Symbol hashes and crate
 # disambiguators become wildcards. Callgrind cannot see what valgrind's CPU lacks (AVX2 and
 # AVX-512 variants) nor a function LLVM merged into a twin (its section has the twin's name):
 # bench/finalize-walk.sh's page faults show those. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
@@ -98,40 +99,65 @@ def parts(family):
     return ranks
 
 runs = {f: parts(f) for f in ('openmpi', 'mpich')}
-every, rank0, encoding = [], [], []
 def add(to, names, unless=()):
     for n in map(pattern, names):
         if n not in to and n not in unless:
             to.append(n)
-# What a rank other than 0 runs, then what rank 0 runs besides its largest step (the record's
-# building and encoding), then that step.
+def record_start(steps):
+    """Rank 0's first step of the record: the user's look-up."""
+    return next(i for i, names in enumerate(steps) if any('7Account10of_process' in n for n in names))
+# Rank 0's steps, both families' names step by step (so that a step's code lies together in
+# either build): the reductions' steps, then the record's five (the user's look-up, the building,
+# the serialising, the compressing into lines, the sending with what runs after it).
+starts = {f: record_start(ranks[0]) for f, ranks in runs.items()}
+reduction_steps = [[n for f, ranks in runs.items() if i < starts[f] for n in ranks[0][i]]
+                   for i in range(max(starts.values()))]
+record_steps = [[], [], [], [], []]
+for f, ranks in runs.items():
+    for i, names in enumerate(ranks[0][starts[f]:]):
+        record_steps[min(i, 4)].extend(names)
+every, reductions, shared, build, json, compress, send = [], [], [], [], [], [], []
+# What a rank other than 0 runs.
 for ranks in runs.values():
     for steps in ranks[1:]:
         for names in steps:
             add(every, names)
-for ranks in runs.values():
-    largest = max(range(len(ranks[0])), key=lambda i: len(ranks[0][i]))
-    for i, names in enumerate(ranks[0]):
-        if i != largest:
-            add(rank0, names, every)
-    add(encoding, ranks[0][largest], every)
-rank0 = [n for n in rank0 if n not in encoding]
+for names in reduction_steps:
+    add(reductions, names, every)
+# What more than one of the record's steps runs, and the look-up's few functions, go first in
+# rank 0's part (in the common part's last chunk, which every step maps: under Open MPI they fit
+# there), then what rank 0 runs besides the common part in the reductions' steps; the rest of the
+# record's code with its step.
+groups = [{pattern(n) for n in names} - set(every) - set(reductions) for names in record_steps]
+for names in record_steps:
+    add(shared, [n for n in names if sum(pattern(n) in g for g in groups) > 1], every + reductions)
+add(shared, record_steps[0], every + reductions)
+for to, names in zip((build, json, compress, send), record_steps[1:]):
+    add(to, names, every + reductions + shared)
 print('\n'.join(every))
-print('# rank 0 besides the record (after __mpistat_finalize_rank0 and the init code)')
-print('\n'.join(rank0))
-print('# rank 0: the record')
-print('\n'.join(encoding))
+print("# rank 0: what several of the record's steps run, the look-up, the reductions' steps (after __mpistat_finalize_rank0)")
+print('\n'.join(shared + reductions))
+print("# rank 0: the record's building (after the init code)")
+print('\n'.join(build))
+print("# rank 0: the record's JSON (after __mpistat_record_json)")
+print('\n'.join(json))
+print("# rank 0: the record's compressing into lines (after __mpistat_record_compress)")
+print('\n'.join(compress))
+print("# rank 0: the record's sending (after __mpistat_record_send)")
+print('\n'.join(send))
 EOF
 if ! $write; then
     cat "$work/list"
     exit 0
 fi
 # The lists replace finalize.ld's generated rules: the common part's after the MPI_Finalize
-# wrapper's lines, rank 0's two after the init code's end mark; every other line stays as written.
+# wrapper's lines, rank 0's five after their marks; every other line stays as written.
 python3 - "$work/list" "$root/profiler/finalize.ld" <<'EOF'
 import re, sys
-every, besides, record = open(sys.argv[1]).read().split('\n# ')
-rank0 = besides.split('\n', 1)[1].split() + record.split('\n', 1)[1].split()
+every, *rank0 = open(sys.argv[1]).read().split('\n# ')
+rank0 = [part.split('\n', 1)[1].split() for part in rank0]
+marks = ['__mpistat_finalize_rank0', '__mpistat_init_end', '__mpistat_record_json',
+         '__mpistat_record_compress', '__mpistat_record_send']
 path = sys.argv[2]
 generated = re.compile(r'^    \*\(\.text\.(\S+) \.text\.unlikely\.\1 \.rodata\.\1\)$')
 out, region = [], None
@@ -144,7 +170,8 @@ for line in open(path).read().split('\n'):
     out.append(line)
     if '*(.text._ZN*wrappers*_MPI_Finalize17h*)' in line:
         region = every.split()
-    elif 'HIDDEN(__mpistat_init_end = .);' in line:
-        region = rank0
+    for mark, part in zip(marks, rank0):
+        if f'HIDDEN({mark} = .);' in line:
+            region = part
 open(path, 'w').write('\n'.join(out))
 EOF

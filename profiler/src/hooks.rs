@@ -425,9 +425,13 @@ fn publish(
             }
         }
     }
+    // The record's building, its serialising, its compressing into lines and its sending are
+    // steps of their own: each runs code (and `finalize.ld` orders rank 0's part by step) that
+    // the others need not keep mapped (reduce_and_publish); between them only the record, its
+    // JSON, then its lines stay.
+    release_step();
     // Cut to the limits in place: the detail report below shows the record as sent.
-    let lines = mpistat_record::wire::encode_fitting(&mut record);
-    // The record is built: its code need not stay mapped while it is sent (reduce_and_publish).
+    let lines = mpistat_record::wire::encode_fitting_in_steps(&mut record, &mut || release_step());
     release_step();
     let sent = crate::syslog::send(
         &job.config.syslog.socket,

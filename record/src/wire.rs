@@ -481,12 +481,21 @@ pub fn encode(record: &JobRecord) -> Vec<String> {
 /// [`encode`] of `record` after cutting it to the limits in place (what the profiler does: the
 /// record it keeps is then the one it sent, and no copy of it is made).
 pub fn encode_fitting(record: &mut JobRecord) -> Vec<String> {
+    encode_fitting_in_steps(record, &mut || {})
+}
+
+/// [`encode_fitting`], calling `between` once: after the record is cut and serialised (its JSON
+/// and its index's), before that JSON is compressed and the lines are made. The profiler drops
+/// the serialiser's code there, so that the two halves' code is never mapped at once
+/// (docs/footprint.md, "finsplit").
+pub fn encode_fitting_in_steps(record: &mut JobRecord, between: &mut dyn FnMut()) -> Vec<String> {
     limits::fit_record(record);
     let record = &*record;
     let json = serde_json::to_vec(record).expect("a JobRecord always serialises");
     let mut payload = serde_json::to_vec(&JobIndex::of(record)).expect("an index serialises");
     debug_assert!(!payload.contains(&b'\n'), "compact JSON has no newline");
     payload.push(b'\n');
+    between();
     payload.extend(crate::deflate::compress(&json));
     let record_crc = crate::crc32::hash(&payload);
     let payload = crate::base64url::encode(&payload);

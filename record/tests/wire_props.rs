@@ -292,6 +292,14 @@ proptest! {
     }
 
     #[test]
+    fn encoding_in_steps_stops_once_and_gives_the_same_lines(record in any_job_record()) {
+        let mut stops = 0;
+        let lines = mpistat_record::wire::encode_fitting_in_steps(&mut record.clone(), &mut || stops += 1);
+        prop_assert_eq!(stops, 1);
+        prop_assert_eq!(lines, encode(&record));
+    }
+
+    #[test]
     fn every_missing_line_is_reported(record in job_record(), pick in any::<prop::sample::Index>()) {
         let mut lines = syslog_lines(&record);
         let dropped = pick.index(lines.len()) as u32;

@@ -82,7 +82,7 @@ fn finalize_path_shares_one_section() {
             "5tally7Reduced10over_ranks",
             "9superstep6reduce",
             "3job12build_record",
-            "14mpistat_record4wire14encode_fitting",
+            "14mpistat_record4wire23encode_fitting_in_steps",
             "14mpistat_record6limits3cut",
             "14mpistat_record7deflate8compress",
             "14mpistat_record9base64url6encode",
@@ -260,6 +260,50 @@ fn init_code_lies_in_one_chunk_of_the_finalize_path() {
             assert!(
                 (start..end).contains(&addr),
                 "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
+            );
+        }
+    }
+}
+
+/// Rank 0's record steps (the building, the JSON, the compressing into lines, the sending; each
+/// ends with its code dropped, `hooks::publish`) have their own code between marks in
+/// `.text.finalize`, in step order, each within two 64 KiB chunks and holding its main function:
+/// with the common part's two chunks, a step maps at most four of ours (docs/footprint.md,
+/// "finsplit"), where the record in one step mapped five.
+#[test]
+fn each_record_step_lies_in_two_chunks_of_its_own() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let symbols = readelf_of(&lib, &["-sW"]);
+        let mark =
+            |name: &str| symbol_address(&symbols, name, |fields| fields.last() == Some(&name));
+        let (finalize, size) = section(&readelf_of(&lib, &["-SW"]), ".text.finalize");
+        let steps = [
+            ("__mpistat_init_end", "3job12build_record"),
+            ("__mpistat_record_json", "6limits10fit_record"),
+            ("__mpistat_record_compress", "7deflate8compress"),
+            ("__mpistat_record_send", "6syslog4send"),
+        ];
+        for (i, (start_mark, main)) in steps.iter().enumerate() {
+            let start = mark(start_mark);
+            let end = steps
+                .get(i + 1)
+                .map_or(finalize + size, |(next, _)| mark(next));
+            assert!(
+                end > start,
+                "{family}: {start_mark} is not before the next step's mark"
+            );
+            assert!(
+                (end - 1) / 0x10000 - start / 0x10000 < 2,
+                "{family}: the step from {start_mark} ({start:x}..{end:x}) spans more than two chunks"
+            );
+            let function = format!("{main}17h");
+            let addr = symbol_address(&symbols, main, |fields| {
+                fields.last().is_some_and(|name| name.contains(&function))
+            });
+            assert!(
+                (start..end).contains(&addr),
+                "{family}: {main} at {addr:x} is outside its step's {start:x}..{end:x}"
             );
         }
     }
