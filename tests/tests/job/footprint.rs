@@ -132,6 +132,11 @@ fn symbol_address(symbols: &str, what: &str, matches: impl Fn(&[&str]) -> bool) 
         .unwrap_or_else(|| panic!("no symbol {what}"))
 }
 
+/// The address of the mark `name` (a symbol `finalize.ld` defines), from `readelf -sW`'s lines.
+fn mark_address(symbols: &str, name: &str) -> u64 {
+    symbol_address(symbols, name, |fields| fields.last() == Some(&name))
+}
+
 /// `what`, at `addr`, lies in section `name` (its start and size).
 fn assert_inside(what: &str, addr: u64, name: &str, (start, size): (u64, u64)) {
     assert!(
@@ -237,8 +242,7 @@ fn init_code_lies_in_one_chunk_of_the_finalize_path() {
     for family in ["openmpi", "mpich"] {
         let lib = implementation(family);
         let symbols = readelf_of(&lib, &["-sW"]);
-        let mark =
-            |name: &str| symbol_address(&symbols, name, |fields| fields.last() == Some(&name));
+        let mark = |name: &str| mark_address(&symbols, name);
         let (start, end) = (mark("__mpistat_init_start"), mark("__mpistat_init_end"));
         assert!(end > start, "{family}: no init code between the marks");
         assert_eq!(
@@ -275,8 +279,7 @@ fn each_record_step_lies_in_two_chunks_of_its_own() {
     for family in ["openmpi", "mpich"] {
         let lib = implementation(family);
         let symbols = readelf_of(&lib, &["-sW"]);
-        let mark =
-            |name: &str| symbol_address(&symbols, name, |fields| fields.last() == Some(&name));
+        let mark = |name: &str| mark_address(&symbols, name);
         let (finalize, size) = section(&readelf_of(&lib, &["-SW"]), ".text.finalize");
         let steps = [
             ("__mpistat_init_end", "3job12build_record"),
