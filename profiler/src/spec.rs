@@ -67,6 +67,9 @@ pub struct Routine {
 impl Routine {
     pub fn name(&self) -> &'static str {
         let at = usize::from(self.name_at);
-        &crate::generated::routines::NAMES[at..at + usize::from(self.name_len)]
+        let name = &crate::generated::routines::NAMES[at..at + usize::from(self.name_len)];
+        // SAFETY: wrapgen writes NAMES from the spec table's names and asserts they are ASCII;
+        // every name's range lies between two names, so the slice is ASCII too.
+        unsafe { std::str::from_utf8_unchecked(name) }
     }
 }

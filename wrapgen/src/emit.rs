@@ -1177,8 +1177,19 @@ pub fn routines_rs(rows: &[Row]) -> String {
     writeln!(out, "pub const N_ROUTINES: usize = {};\n", with_id.len()).unwrap();
     let names: String = with_id.iter().map(|r| r.name()).collect();
     assert!(names.len() <= usize::from(u16::MAX), "name offsets are u16");
-    out.push_str("/// Every routine's name, in table order (see `Routine::name`).\n");
-    writeln!(out, "pub const NAMES: &str = \"{names}\";\n").unwrap();
+    assert!(
+        names.is_ascii(),
+        "`Routine::name` slices the names' bytes as UTF-8"
+    );
+    // A static of its own, not a `&str` constant: the linker scripts place it by its section's
+    // name (finalize.ld: with the record's building, the only finalize step that reads it).
+    out.push_str("/// Every routine's name, in table order (see `Routine::name`), ASCII.\n");
+    writeln!(
+        out,
+        "pub static NAMES: [u8; {}] = *b\"{names}\";\n",
+        names.len()
+    )
+    .unwrap();
     out.push_str("pub static ROUTINES: [Routine; N_ROUTINES] = [\n");
     let mut at = 0;
     for row in &with_id {
