@@ -3,9 +3,10 @@
 # as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
 # both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
 # finalize.ld wants them: what a rank other than 0 runs (the common part), then, after
-# `__mpistat_finalize_rank0`, what several of rank 0's record steps run and what it runs besides
-# the common part in the reductions' steps, then, after the init code, what it runs in the
-# record's steps (the building, the JSON, the compressing into lines, the sending), step by step; a `#` line heads each of rank 0's two lists. Symbol hashes and crate
+# `__mpistat_finalize_rank0`, what MPICH's rank 0 runs besides the common part in the reductions'
+# steps (MPICH's build only), then, after `__mpistat_finalize_rank0_shared`, what several of rank
+# 0's record steps run and what it runs besides the common part in the reductions' steps, then, after the init code, what it runs in the
+# record's steps (the building, the JSON, the compressing into lines, the sending), step by step; a `#` line heads each of rank 0's lists. Symbol hashes and crate
 # disambiguators become wildcards. Callgrind cannot see what valgrind's CPU lacks (AVX2 and
 # AVX-512 variants) nor a function LLVM merged into a twin (its section has the twin's name):
 # bench/finalize-walk.sh's page faults show those. Needs the release build (cargo build --release -p mpistat-front -p mpistat-profiler
@@ -117,6 +118,7 @@ for f, ranks in runs.items():
     for i, names in enumerate(ranks[0][starts[f]:]):
         record_steps[min(i, 4)].extend(names)
 every, reductions, shared, build, json, compress, send = [], [], [], [], [], [], []
+mpich_reductions = []
 # What a rank other than 0 runs.
 for ranks in runs.values():
     for steps in ranks[1:]:
@@ -124,6 +126,16 @@ for ranks in runs.values():
             add(every, names)
 for names in reduction_steps:
     add(reductions, names, every)
+# MPICH's common part ends 10 kB before a boundary (Open MPI's 20 kB): there its rank 0's
+# reductions' code comes first, step by step, so that those steps map no chunk past the common
+# part's; Open MPI's build keeps the shared code there, which its record steps all run. A rule
+# names MPICH's objects (`*mpistat_mpich*`) so that Open MPI's build skips it; the generic
+# functions of a legacy (`_ZN`) name are instantiated there too, the others (std's `_R` names,
+# compiler-builtins' C names) are not and so are placed in both builds.
+for names in runs['mpich'][0][:starts['mpich']]:
+    add(mpich_reductions, names, every)
+def mpich_rule(p):
+    return f"*mpistat_mpich* {p}" if p.startswith('_ZN') else f"* {p}"
 # What more than one of the record's steps runs, and the look-up's few functions, go first in
 # rank 0's part (in the common part's last chunk, which every step maps: under Open MPI they fit
 # there), then what rank 0 runs besides the common part in the reductions' steps; the rest of the
@@ -135,7 +147,9 @@ add(shared, record_steps[0], every + reductions)
 for to, names in zip((build, json, compress, send), record_steps[1:]):
     add(to, names, every + reductions + shared)
 print('\n'.join(every))
-print("# rank 0: what several of the record's steps run, the look-up, the reductions' steps (after __mpistat_finalize_rank0)")
+print("# rank 0, MPICH's build: its reductions' steps (after __mpistat_finalize_rank0)")
+print('\n'.join(map(mpich_rule, mpich_reductions)))
+print("# rank 0: what several of the record's steps run, the look-up, the reductions' steps (after __mpistat_finalize_rank0_shared)")
 print('\n'.join(shared + reductions))
 print("# rank 0: the record's building (after the init code)")
 print('\n'.join(build))
@@ -155,21 +169,24 @@ fi
 python3 - "$work/list" "$root/profiler/finalize.ld" <<'EOF'
 import re, sys
 every, *rank0 = open(sys.argv[1]).read().split('\n# ')
-rank0 = [part.split('\n', 1)[1].split() for part in rank0]
-marks = ['__mpistat_finalize_rank0', '__mpistat_init_end', '__mpistat_record_json',
+# A rule is `PATTERN` (any object) or `FILES PATTERN`.
+rank0 = [[line.split(' ') if ' ' in line else ['*', line] for line in part.split('\n')[1:] if line]
+         for part in rank0]
+every = [['*', p] for p in every.split()]
+marks = ['__mpistat_finalize_rank0', '__mpistat_finalize_rank0_shared', '__mpistat_init_end', '__mpistat_record_json',
          '__mpistat_record_compress', '__mpistat_record_send']
 path = sys.argv[2]
-generated = re.compile(r'^    \*\(\.text\.(\S+) \.text\.unlikely\.\1 \.rodata\.\1\)$')
+generated = re.compile(r'^    (\*|\*mpistat_mpich\*)\(\.text\.(\S+) \.text\.unlikely\.\2 \.rodata\.\2\)$')
 out, region = [], None
 for line in open(path).read().split('\n'):
     if region is not None and generated.match(line):
         continue
     if region is not None:
-        out.extend(f'    *(.text.{p} .text.unlikely.{p} .rodata.{p})' for p in region)
+        out.extend(f'    {files}(.text.{p} .text.unlikely.{p} .rodata.{p})' for files, p in region)
         region = None
     out.append(line)
     if '*(.text._ZN*wrappers*_MPI_Finalize17h*)' in line:
-        region = every.split()
+        region = every
     for mark, part in zip(marks, rank0):
         if f'HIDDEN({mark} = .);' in line:
             region = part

@@ -269,6 +269,53 @@ fn init_code_lies_in_one_chunk_of_the_finalize_path() {
     }
 }
 
+/// Rank 0's code of the reductions' steps, in MPICH's build, lies between
+/// `__mpistat_finalize_rank0` and `__mpistat_finalize_rank0_shared`, in the chunk where the
+/// common part ends, which every rank maps anyway: so the supersteps', counters' and totals'
+/// reductions map no chunk of ours past the common part's two (docs/footprint.md, "finmpich").
+/// Open MPI's build places only what is not of its crate there (std's and compiler-builtins'
+/// functions of that list). The routines' names, which only the record's building reads, lie
+/// after the common part (they took 11 kB of its last chunk under MPICH).
+#[test]
+fn rank0_reductions_lie_in_the_common_parts_last_chunk() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let symbols = readelf_of(&lib, &["-sW"]);
+        let mark = |name: &str| mark_address(&symbols, name);
+        let (start, end) = (
+            mark("__mpistat_finalize_rank0"),
+            mark("__mpistat_finalize_rank0_shared"),
+        );
+        assert!(end >= start, "{family}: the marks are out of order");
+        assert_eq!(
+            start / 0x10000,
+            end.saturating_sub(1).max(start) / 0x10000,
+            "{family}: rank 0's reductions' code ({start:x}..{end:x}) passes the common part's last chunk"
+        );
+        if family == "mpich" {
+            for part in ["9superstep7figures", "12RankCounters6summed"] {
+                let function = format!("{part}17h");
+                let addr = symbol_address(&symbols, part, |fields| {
+                    fields.last().is_some_and(|name| name.contains(&function))
+                });
+                assert!(
+                    (start..end).contains(&addr),
+                    "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
+                );
+            }
+        }
+        let names = symbol_address(&symbols, "8routines5NAMES", |fields| {
+            fields
+                .last()
+                .is_some_and(|name| name.contains("8routines5NAMES17h"))
+        });
+        assert!(
+            names >= end,
+            "{family}: the routines' names at {names:x} are not after the common part and rank 0's reductions (before {end:x})"
+        );
+    }
+}
+
 /// Rank 0's record steps (the building, the JSON, the compressing into lines, the sending; each
 /// ends with its code dropped, `hooks::publish`) have their own code between marks in
 /// `.text.finalize`, in step order, each within two 64 KiB chunks and holding its main function:
