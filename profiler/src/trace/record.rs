@@ -13,6 +13,7 @@ use crate::callsite::Slot;
 use crate::clock::{ticks, Anchor};
 use crate::family::{Built, Family, Handle};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
+use crate::generated::routines::ROUTINES;
 use crate::mpi;
 use crate::rawevents;
 use crate::threads::RoutineId;
@@ -158,6 +159,29 @@ impl Recorder {
             fast.header = rawevents::call_header(region);
         }
         region
+    }
+
+    /// Routine `id`'s [`Facts`], worked out from its name at its first traced call (the slow
+    /// path's: a routine's slot is unknown until then) and kept in its [`FastSite`].
+    #[inline(always)]
+    pub(super) fn facts(&mut self, id: RoutineId) -> Facts {
+        match self.fast.get(id) {
+            Some(fast) if fast.facts_known => fast.facts,
+            _ => self.first_facts(id),
+        }
+    }
+
+    /// [`Recorder::facts`] at a routine's first traced call (out of line: once a routine, not
+    /// in the steady path's chunk, `profiler/trace.ld`).
+    #[cold]
+    #[inline(never)]
+    fn first_facts(&mut self, id: RoutineId) -> Facts {
+        let facts = Facts::of(ROUTINES[id].name());
+        if let Some(fast) = self.fast.get_mut(id) {
+            fast.facts = facts;
+            fast.facts_known = true;
+        }
+        facts
     }
 
     /// [`Recorder::region`] of a call site that is not the routine's last one.
@@ -361,7 +385,7 @@ impl Recorder {
                 true
             }
         };
-        let facts = self.fast[entered.id].facts;
+        let facts = self.facts(entered.id);
         let class = facts.class;
         if recording {
             let region = self.region(entered.id, sp);
