@@ -13,7 +13,6 @@ use crate::callsite::Slot;
 use crate::clock::{ticks, Anchor};
 use crate::family::{Built, Family, Handle};
 use crate::ffi::{MPI_Comm, MPI_Request, MPI_Status};
-use crate::generated::routines::ROUTINES;
 use crate::mpi;
 use crate::rawevents;
 use crate::threads::RoutineId;
@@ -161,27 +160,17 @@ impl Recorder {
         region
     }
 
-    /// Routine `id`'s [`Facts`], worked out from its name at its first traced call (the slow
-    /// path's: a routine's slot is unknown until then) and kept in its [`FastSite`].
-    #[inline(always)]
+    /// Routine `id`'s [`Facts`], copied into its [`FastSite`] at its first traced call (the
+    /// slow path's: a routine's slot is unknown until then) from [`Recorder::routine_facts`].
     pub(super) fn facts(&mut self, id: RoutineId) -> Facts {
-        match self.fast.get(id) {
-            Some(fast) if fast.facts_known => fast.facts,
-            _ => self.first_facts(id),
-        }
-    }
-
-    /// [`Recorder::facts`] at a routine's first traced call (out of line: once a routine, not
-    /// in the steady path's chunk, `profiler/trace.ld`).
-    #[cold]
-    #[inline(never)]
-    fn first_facts(&mut self, id: RoutineId) -> Facts {
-        let facts = Facts::of(ROUTINES[id].name());
-        if let Some(fast) = self.fast.get_mut(id) {
-            fast.facts = facts;
+        let Some(fast) = self.fast.get_mut(id) else {
+            return self.routine_facts[id];
+        };
+        if !fast.facts_known {
+            fast.facts = self.routine_facts[id];
             fast.facts_known = true;
         }
-        facts
+        fast.facts
     }
 
     /// [`Recorder::region`] of a call site that is not the routine's last one.

@@ -4,7 +4,7 @@
 
 use super::clocks::{measure_offset, test_skew, Nodes, Skew};
 use super::spill::{Cuts, Spill, CHUNK_WORDS};
-use super::state::{FastSites, Recorder, State, RECORDER, REQUEST_NULL};
+use super::state::{Facts, FastSites, Recorder, State, RECORDER, REQUEST_NULL};
 use crate::callsite::CallSites;
 use crate::clock::Anchor;
 use crate::family::{Handle, Predefined};
@@ -168,6 +168,7 @@ impl Recorder {
             limit: 0,
             regions: FastMap::default(),
             fast: FastSites::new(ROUTINES.len()),
+            routine_facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
             region_keys: Vec::new(),
             regions_released: 0,
             sites: CallSites::default(),

@@ -128,6 +128,11 @@ pub(super) struct Recorder {
     /// [`CallSites`] finds sites with; and its [`Facts`]. Filled at a routine's first traced
     /// call ([`Recorder::facts`]), in pages of its own: [`FastSites`].
     pub(super) fast: FastSites,
+    /// Every routine's [`Facts`] (3 bytes a routine), worked out from the names when the
+    /// recorder is built, as that code and the names' constants are mapped anyway then: worked
+    /// out at a routine's first traced call, they mapped a chunk or two of read-only data into
+    /// the peak each time (50-160 kB of VmHWM, docs/footprint.md, "tracefast").
+    pub(super) routine_facts: Box<[Facts]>,
     pub(super) region_keys: Vec<(RoutineId, usize)>,
     /// `region_keys.len()` at the last release of the library's read-only pages
     /// ([`Recorder::make_room`]): a new call site ran cold code (unwinding, the tables' growth).
