@@ -160,6 +160,19 @@ impl Recorder {
         region
     }
 
+    /// Routine `id`'s [`Facts`], copied into its [`FastSite`] at its first traced call (the
+    /// slow path's: a routine's slot is unknown until then) from [`Recorder::routine_facts`].
+    pub(super) fn facts(&mut self, id: RoutineId) -> Facts {
+        let Some(fast) = self.fast.get_mut(id) else {
+            return self.routine_facts[id];
+        };
+        if !fast.facts_known {
+            fast.facts = self.routine_facts[id];
+            fast.facts_known = true;
+        }
+        fast.facts
+    }
+
     /// [`Recorder::region`] of a call site that is not the routine's last one.
     #[cold]
     #[inline(never)]
@@ -361,7 +374,7 @@ impl Recorder {
                 true
             }
         };
-        let facts = self.fast[entered.id].facts;
+        let facts = self.facts(entered.id);
         let class = facts.class;
         if recording {
             let region = self.region(entered.id, sp);

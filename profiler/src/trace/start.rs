@@ -4,8 +4,8 @@
 
 use super::clocks::{measure_offset, test_skew, Nodes, Skew};
 use super::spill::{Cuts, Spill, CHUNK_WORDS};
-use super::state::{Facts, FastSite, Recorder, State, RECORDER, REQUEST_NULL};
-use crate::callsite::{CallSites, Slot};
+use super::state::{Facts, FastSites, Recorder, State, RECORDER, REQUEST_NULL};
+use crate::callsite::CallSites;
 use crate::clock::Anchor;
 use crate::family::{Handle, Predefined};
 use crate::ffi::MPI_Request;
@@ -148,15 +148,6 @@ impl Recorder {
         let request_null: MPI_Request =
             crate::family::predefined(Predefined::RequestNull).unwrap_or(Handle::NONE);
         REQUEST_NULL.store(request_null.key(), Relaxed);
-        let fast = ROUTINES
-            .iter()
-            .map(|r| FastSite {
-                slot: Slot::default(),
-                region: 0,
-                header: 0,
-                facts: Facts::of(r.name()),
-            })
-            .collect();
         let mut recorder = Recorder {
             config: TraceConfig {
                 budget_bytes,
@@ -176,7 +167,8 @@ impl Recorder {
             spill: Spill::NotYet,
             limit: 0,
             regions: FastMap::default(),
-            fast,
+            fast: FastSites::new(ROUTINES.len()),
+            routine_facts: ROUTINES.iter().map(|r| Facts::of(r.name())).collect(),
             region_keys: Vec::new(),
             regions_released: 0,
             sites: CallSites::default(),

@@ -125,8 +125,14 @@ pub(super) struct Recorder {
     pub(super) regions: FastMap<(RoutineId, usize), u32>,
     /// Per routine (by id): its last call's site, where that lies on the stack, and its region
     /// (most calls repeat): the fast path's look-up ([`Recorder::leave_fast`]), and the slots
-    /// [`CallSites`] finds sites with; and its [`Facts`].
-    pub(super) fast: Vec<FastSite>,
+    /// [`CallSites`] finds sites with; and its [`Facts`]. Filled at a routine's first traced
+    /// call ([`Recorder::facts`]), in pages of its own: [`FastSites`].
+    pub(super) fast: FastSites,
+    /// Every routine's [`Facts`] (3 bytes a routine), worked out from the names when the
+    /// recorder is built, as that code and the names' constants are mapped anyway then: worked
+    /// out at a routine's first traced call, they mapped a chunk or two of read-only data into
+    /// the peak each time (50-160 kB of VmHWM, docs/footprint.md, "tracefast").
+    pub(super) routine_facts: Box<[Facts]>,
     pub(super) region_keys: Vec<(RoutineId, usize)>,
     /// `region_keys.len()` at the last release of the library's read-only pages
     /// ([`Recorder::make_room`]): a new call site ran cold code (unwinding, the tables' growth).
@@ -159,7 +165,8 @@ pub(super) struct Recorder {
 }
 
 /// A routine's call site as the fast path looks it up ([`Recorder::leave_fast`]): one slot per
-/// routine, set by the slow path ([`Recorder::region`]).
+/// routine, set by the slow path ([`Recorder::region`]). All zeros (as the kernel gives a
+/// [`FastSites`] page) is a routine not traced yet: no site, facts unknown.
 #[derive(Clone, Copy)]
 pub(super) struct FastSite {
     /// The user's return address of the routine's last call, where the fast path can check it:
@@ -169,7 +176,75 @@ pub(super) struct FastSite {
     /// The site's region and its [`rawevents::call_header`].
     pub(super) region: u32,
     pub(super) header: u64,
+    /// Valid once `facts_known` ([`Recorder::facts`]); the fast path reads them only for a
+    /// routine whose slot is known, which the slow path set after filling them.
     pub(super) facts: Facts,
+    pub(super) facts_known: bool,
+}
+
+/// [`Recorder::fast`]: a [`FastSite`] per routine of the family (12 kB under Open MPI, 19 kB
+/// under MPICH), in anonymous pages of its own, which the kernel zeroes and which become
+/// resident only when written: a job keeps the pages of the few routines it calls. (Filled for
+/// every routine when the recorder was built, the whole table stayed resident.) Where the pages
+/// cannot be had it is empty, and every call takes the slow path.
+pub(super) struct FastSites {
+    entries: *mut FastSite,
+    len: usize,
+}
+
+impl FastSites {
+    pub(super) fn new(len: usize) -> FastSites {
+        let bytes = len * std::mem::size_of::<FastSite>();
+        // SAFETY: a new private anonymous mapping; the kernel zeroes it, and all zeros is a
+        // valid `FastSite` (integers, `false`, `MpiClass`'s first variant).
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes.max(1),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return FastSites {
+                entries: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+            };
+        }
+        FastSites {
+            entries: map.cast(),
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for FastSites {
+    type Target = [FastSite];
+    #[inline(always)]
+    fn deref(&self) -> &[FastSite] {
+        // SAFETY: `len` entries, mapped by `new` and owned by this table.
+        unsafe { std::slice::from_raw_parts(self.entries, self.len) }
+    }
+}
+
+impl std::ops::DerefMut for FastSites {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [FastSite] {
+        // SAFETY: as in `deref`, borrowed mutably with the table.
+        unsafe { std::slice::from_raw_parts_mut(self.entries, self.len) }
+    }
+}
+
+impl Drop for FastSites {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            let bytes = self.len * std::mem::size_of::<FastSite>();
+            // SAFETY: the mapping made by `new`, no longer borrowed.
+            unsafe { libc::munmap(self.entries.cast(), bytes) };
+        }
+    }
 }
 
 /// What [`Recorder::leave_fast`] did with a call.

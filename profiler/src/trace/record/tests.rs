@@ -60,7 +60,9 @@ pub(in crate::trace) fn recorder(
     r.comms.insert(world().key(), 0);
     r.comms.insert(sub().key(), 1);
     r.last_comm = (world().key(), 0);
-    for (id, fast) in r.fast.iter_mut().enumerate() {
+    for id in 0..r.fast.len() {
+        r.facts(id);
+        let fast = &mut r.fast[id];
         fast.slot = Slot::learned(OFFSET, SITE);
         fast.region = region.wrapping_add(id as u32);
         fast.header = rawevents::call_header(fast.region);
@@ -300,4 +302,46 @@ fn common_calls_take_the_fast_path() {
         });
         assert!(r.events.len() > before, "{name} to {peer} recorded nothing");
     }
+}
+
+/// The pages of the recorder's routine table that are mapped (`mincore`).
+fn table_pages_mapped(r: &Recorder) -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let start = r.fast.as_ptr() as usize;
+    let pages = std::mem::size_of_val(&*r.fast).div_ceil(page);
+    let mut mapped = vec![0u8; pages];
+    // SAFETY: the table's own mapping (page-aligned, `pages` pages), one byte a page out.
+    let rc = unsafe { libc::mincore(start as *mut _, pages * page, mapped.as_mut_ptr()) };
+    assert_eq!(rc, 0);
+    mapped.iter().filter(|&&b| b & 1 == 1).count()
+}
+
+/// A new recorder's routine table keeps no page resident (it is written only at a routine's
+/// first traced call), and a traced call maps the page of its own routine's entry alone.
+#[test]
+fn a_routine_table_page_is_mapped_at_its_first_traced_call() {
+    let stack = [0, SITE];
+    let mut r = Recorder::new(&TraceConfig::default());
+    assert!(r.fast.len() > 2 * 4096 / std::mem::size_of_val(&r.fast[0]));
+    assert_eq!(table_pages_mapped(&r), 0);
+    let call = Call {
+        routine: 0,
+        comm: 0,
+        rc: 0,
+        peer: 0,
+        tag: 0,
+        bytes: 0,
+        start: 1000,
+        duration: 50,
+    };
+    for _ in 0..3 {
+        with_ended(&call, &stack, |ended| {
+            leave_as_traced(&mut r, ended);
+        });
+    }
+    assert_eq!(table_pages_mapped(&r), 1);
+    let id = routine(ROUTINE_NAMES[0]);
+    assert!(r.fast[id].facts_known);
+    assert_eq!(r.fast[id].facts.class, MpiClass::PointToPoint);
 }
