@@ -75,6 +75,13 @@ pub const BOUND: &CStr = c"mpistat_impl_bound";
 /// `mpistat_impl_bound`'s type.
 pub type Bound = unsafe extern "C" fn();
 
+/// The function an implementation may export for the front to call as a routine's first call
+/// enters the front, before the slot is filled: the implementation notes the time, and counts
+/// the front's first call up to [`BOUND`]'s end as time in MPI, where the program sees it. The
+/// front calls it only once the implementation is chosen (not at the process's first call), and
+/// only if the implementation defines it. Its type is [`Bound`]'s.
+pub const FIRST_CALL: &CStr = c"mpistat_impl_first_call";
+
 /// The front's lookup of the next definition of a symbol after the front (`dlsym(RTLD_NEXT)`
 /// done in the front, which sits in the global scope where the implementation, opened
 /// `RTLD_LOCAL`, does not), or null.

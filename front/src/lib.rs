@@ -164,6 +164,8 @@ mod names {
 /// between it calls the implementation's `abi::BOUND` ([`resolve::BOUND`], if any), which drops
 /// the read-only pages this first call mapped, this library's `.text` among them: so this code is
 /// with the trampolines, whose chunk stays resident anyway, and `resolve` has returned by then.
+/// Before `resolve` it calls the implementation's `abi::FIRST_CALL` ([`resolve::FIRST_CALL`], if
+/// any), so that the implementation counts all of this as time in MPI.
 #[unsafe(naked)]
 #[link_section = ".text.trampolines"]
 unsafe extern "C" fn lazy_common() {
@@ -187,7 +189,14 @@ unsafe extern "C" fn lazy_common() {
         "movaps %xmm5, 80(%rsp)",
         "movaps %xmm6, 96(%rsp)",
         "movaps %xmm7, 112(%rsp)",
-        "mov %r11d, %edi",
+        // The slot index in the stack's free 8 bytes (128..136) while the first hook runs.
+        "mov %r11, 128(%rsp)",
+        "mov {first_call}(%rip), %rax",
+        "test %rax, %rax",
+        "jz 1f",
+        "call *%rax",
+        "1:",
+        "movl 128(%rsp), %edi",
         "call {resolve}",
         // The target in the stack's free 8 bytes (128..136) while the hook runs.
         "mov %rax, 128(%rsp)",
@@ -217,6 +226,7 @@ unsafe extern "C" fn lazy_common() {
         "jmp *%r11",
         resolve = sym resolve::resolve,
         bound = sym resolve::BOUND,
+        first_call = sym resolve::FIRST_CALL,
         options(att_syntax),
     )
 }

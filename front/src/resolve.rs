@@ -52,6 +52,10 @@ pub(crate) extern "C" fn resolve(index: u32) -> *mut c_void {
 /// rest of the read-only pages the first call mapped.
 pub(crate) static BOUND: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
+/// The implementation's `abi::FIRST_CALL` (null if none, or before the choice), which
+/// `lazy_common` calls before [`resolve`].
+pub(crate) static FIRST_CALL: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
+
 /// Where the exports go, chosen at the process's first call of any.
 struct Choice {
     /// The implementation (a handle from `dlopen`), `None` for pass-through.
@@ -74,6 +78,11 @@ impl Choice {
             // names, if any, has the contract's type (`abi::Bound`).
             BOUND.store(
                 unsafe { libc::dlsym(h, abi::BOUND.as_ptr()) },
+                Ordering::Release,
+            );
+            // SAFETY: as above; the function, if any, has the type `abi::Bound`.
+            FIRST_CALL.store(
+                unsafe { libc::dlsym(h, abi::FIRST_CALL.as_ptr()) },
                 Ordering::Release,
             );
         }

@@ -195,10 +195,22 @@ pub fn release_symbol_tables() {
 /// (which the superstep schedule leaves alone: nothing maps them in a loop). A routine first
 /// called after the loops (a rooted collective ends no superstep, so the schedule's drops all
 /// came before) then leaves nothing resident. Any thread, any time.
+///
+/// Its time, and the front's before it, is the program's time in MPI
+/// ([`crate::threads::first_call_bound`]).
 #[no_mangle]
 #[link_section = ".text.hot.mpistat"]
 pub extern "C" fn mpistat_impl_bound() {
     drop_looked_up(FIRST_CALL_N.load(Acquire));
+    crate::threads::first_call_bound(crate::clock::ticks());
+}
+
+/// The front's call as a routine's first call enters it, before it fills the slot
+/// (`abi::FIRST_CALL`): where [`mpistat_impl_bound`]'s time in MPI begins.
+#[no_mangle]
+#[link_section = ".text.hot.mpistat"]
+pub extern "C" fn mpistat_impl_first_call() {
+    crate::threads::note_first_call(crate::clock::ticks());
 }
 
 /// [`drop_unwritten_pages`] of the first `n` ranges of [`LOOKED_UP`].

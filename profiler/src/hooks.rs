@@ -573,7 +573,8 @@ fn reduce_and_publish(
         }
     };
     let now = Anchor::now();
-    let steps = crate::superstep::finish(hook_start);
+    let (entered, mpi_then) = crate::threads::call_entered(hook_start);
+    let steps = crate::superstep::finish(entered, mpi_then);
     let totals = rank_totals(job, &now, hook_start);
     let useful = totals
         .get(JobValue::WallNs)

@@ -539,8 +539,9 @@ fn end_superstep_locked(t0: u64, t1: u64, mpi_now: u64, id: usize) {
     STATE.lock().end(t0, t1, mpi_now, id as u32);
 }
 
-/// At `MPI_Finalize` (entered at `now`): close the last superstep and take the buffer.
-pub fn finish(now: u64) -> Option<Steps> {
+/// At `MPI_Finalize`, entered at `now` with `mpi_now` ticks of the thread's time in MPI so far
+/// (`threads::call_entered`): close the last superstep and take the buffer.
+pub fn finish(now: u64, mpi_now: u64) -> Option<Steps> {
     ON.store(false, Relaxed);
     // Only if written (at `MPI_THREAD_MULTIPLE` never: [`steady`] reads it without an atomic).
     if WORLD_UNLOCKED.load(Relaxed) != 0 {
@@ -552,7 +553,7 @@ pub fn finish(now: u64) -> Option<Steps> {
     if !st.kept() {
         return None;
     }
-    st.end(now, now, crate::threads::thread_mpi_ticks(), TAIL);
+    st.end(now, now, mpi_now, TAIL);
     st.fold();
     Some(st.steps)
 }

@@ -325,6 +325,58 @@ pub fn bump(c: &AtomicU64, v: u64) {
     c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
 }
 
+thread_local! {
+    /// When this thread's first call of a routine entered the front ([`note_first_call`]), until
+    /// [`first_call_bound`] counts it; 0 for none.
+    static FIRST_CALL_BEGAN: Cell<u64> = const { Cell::new(0) };
+    /// The last first call [`first_call_bound`] counted: where it began, and the thread's time
+    /// in MPI before and after it was counted ([`call_entered`]).
+    static LAST_FIRST_CALL: Cell<[u64; 3]> = const { Cell::new([0; 3]) };
+}
+
+/// Where this thread's first call of a routine entered the front (`abi::FIRST_CALL`), for
+/// [`first_call_bound`].
+#[inline(always)]
+pub fn note_first_call(began: u64) {
+    FIRST_CALL_BEGAN.set(began);
+}
+
+/// At `now`, the end of the front's work at a routine's first call (`abi::BOUND`): count the
+/// ticks since it began ([`note_first_call`]) as this thread's time in MPI, unless the thread is
+/// inside an outermost call, whose clock holds them already. The program sees them inside its
+/// MPI call, before the wrapper's clock starts: uncounted, the supersteps took them for the
+/// program's work (tens of microseconds a routine; milliseconds in `MPI_Finalize` when the
+/// other ranks already poll there and the cores are shared).
+#[inline(always)]
+pub fn first_call_bound(now: u64) {
+    let began = FIRST_CALL_BEGAN.replace(0);
+    if began == 0 {
+        return;
+    }
+    let ticks = now.wrapping_sub(began);
+    // SAFETY: this thread's own state, read on this thread only.
+    let thread = unsafe { &*this_thread() };
+    if thread.depth.get() == 0 {
+        let mpi_ticks = &table_of(thread).mpi_ticks;
+        let before = mpi_ticks.load(Relaxed);
+        bump(mpi_ticks, ticks);
+        LAST_FIRST_CALL.set([began, before, before.wrapping_add(ticks)]);
+    }
+}
+
+/// Where the outermost call this thread is in entered MPI, and the thread's time in MPI then,
+/// for a hook that runs before the wrapper's clock starts (`MPI_Finalize`'s) and read the time
+/// `now`: `now` and the time in MPI so far, unless the call is its routine's first, which
+/// entered the front before (nothing was counted since [`first_call_bound`] counted it).
+#[inline(always)]
+pub fn call_entered(now: u64) -> (u64, u64) {
+    let mpi_now = thread_mpi_ticks();
+    match LAST_FIRST_CALL.get() {
+        [began, before, after] if began != 0 && after == mpi_now => (began, before),
+        _ => (now, mpi_now),
+    }
+}
+
 /// Ticks this thread spent in outermost MPI calls so far. With the hot code, as
 /// [`mark_traced_thread`] (`superstep::start` runs it at the end of `MPI_Init`).
 #[inline(never)]
@@ -410,5 +462,34 @@ mod tests {
         main.join().unwrap();
         // Its thread-local block is gone: a thread that gets its thread pointer must not use it.
         assert_eq!(MAIN_THREAD.load(Relaxed), 0);
+    }
+
+    /// The front's part of a first call is the thread's time in MPI, and a hook that runs before
+    /// the wrapper's clock (`MPI_Finalize`'s) learns where the call entered the front; once the
+    /// thread counted anything since, or inside a call, neither.
+    #[test]
+    fn a_first_calls_front_part_is_time_in_mpi_and_where_the_call_entered() {
+        std::thread::spawn(|| {
+            let before = thread_mpi_ticks();
+            note_first_call(1_000);
+            first_call_bound(6_000);
+            assert_eq!(thread_mpi_ticks() - before, 5_000);
+            assert_eq!(call_entered(7_000), (1_000, before));
+            // Without the front's call first, nothing is counted.
+            first_call_bound(9_000);
+            assert_eq!(thread_mpi_ticks() - before, 5_000);
+            // A call counted since: this one entered at its hook.
+            bump(&thread_table().mpi_ticks, 1);
+            assert_eq!(call_entered(10_000), (10_000, before + 5_001));
+            // Inside an outermost call, whose clock holds the first call already.
+            THREAD.with(|t| t.depth.set(1));
+            note_first_call(11_000);
+            first_call_bound(12_000);
+            THREAD.with(|t| t.depth.set(0));
+            assert_eq!(thread_mpi_ticks() - before, 5_001);
+            assert_eq!(call_entered(13_000), (13_000, before + 5_001));
+        })
+        .join()
+        .unwrap();
     }
 }
