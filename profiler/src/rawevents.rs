@@ -152,7 +152,9 @@ impl RawEvents {
 
     /// Append the chunk's words to `file` (after the words spilled before, whatever a failed
     /// write left beyond them) and empty the chunk. On an error nothing changes: the chunk
-    /// keeps its words.
+    /// keeps its words. Never inlined: `trace.ld` places it by its name, with trace mode's
+    /// steady path.
+    #[inline(never)]
     pub fn spill(&mut self, file: &File) -> io::Result<()> {
         let at = (self.spilled * WORD) as u64;
         file.write_all_at(as_bytes(&self.words), at)?;
