@@ -532,15 +532,13 @@ pub fn read_only_ranges() -> ReadOnly {
         }
         if own || front || unwinder {
             let found = &mut search.found;
-            found
-                .ranges
-                .extend(ranges_of(phdrs, base, page_size(), libc::PF_W));
+            let read_only = ranges_of(phdrs, base, page_size(), libc::PF_W);
             let data = ranges_of(phdrs, base, page_size(), libc::PF_W | libc::PF_X);
             if front {
-                let code = ranges_of(phdrs, base, page_size(), libc::PF_W);
-                let code = code.into_iter().filter(|r| !data.contains(r));
+                let code = read_only.iter().filter(|r| !data.contains(r));
                 found.first_call.extend(code);
             }
+            found.ranges.extend(read_only);
             if own {
                 found.first_call.extend(data);
             } else {
