@@ -343,7 +343,8 @@ pub fn note_first_call(began: u64) {
 
 /// At `now`, the end of the front's work at a routine's first call (`abi::BOUND`): count the
 /// ticks since it began ([`note_first_call`]) as this thread's time in MPI, unless the thread is
-/// inside an outermost call, whose clock holds them already. The program sees them inside its
+/// inside an outermost call, whose clock holds them already, or counting is off (the call will
+/// not be counted either). The program sees them inside its
 /// MPI call, before the wrapper's clock starts: uncounted, the supersteps took them for the
 /// program's work (tens of microseconds a routine; milliseconds in `MPI_Finalize` when the
 /// other ranks already poll there and the cores are shared).
@@ -356,7 +357,7 @@ pub fn first_call_bound(now: u64) {
     let ticks = now.wrapping_sub(began);
     // SAFETY: this thread's own state, read on this thread only.
     let thread = unsafe { &*this_thread() };
-    if thread.depth.get() == 0 {
+    if thread.depth.get() == 0 && crate::gates::is_on(crate::gates::COUNTING) {
         let mpi_ticks = &table_of(thread).mpi_ticks;
         let before = mpi_ticks.load(Relaxed);
         bump(mpi_ticks, ticks);
@@ -374,6 +375,23 @@ pub fn call_entered(now: u64) -> (u64, u64) {
     match LAST_FIRST_CALL.get() {
         [began, before, after] if began != 0 && after == mpi_now => (began, before),
         _ => (now, mpi_now),
+    }
+}
+
+/// Where a call of this thread that the wrapper's clock took from `start` to `end` (and counted
+/// already) entered MPI: `start`, unless it was its routine's first, whose part in the front
+/// [`first_call_bound`] counted right before it (nothing counted since but the call itself):
+/// then where it entered the front. For trace mode's events, whose first call of a routine
+/// takes the slow path.
+#[inline(always)]
+pub fn first_call_entered(start: u64, end: u64) -> u64 {
+    match LAST_FIRST_CALL.get() {
+        [began, _, after]
+            if began != 0 && after.wrapping_add(end.wrapping_sub(start)) == thread_mpi_ticks() =>
+        {
+            began
+        }
+        _ => start,
     }
 }
 
@@ -471,6 +489,12 @@ mod tests {
     fn a_first_calls_front_part_is_time_in_mpi_and_where_the_call_entered() {
         std::thread::spawn(|| {
             let before = thread_mpi_ticks();
+            // Counting off (before `MPI_Init`, paused): the call is not counted, nor its front.
+            crate::gates::set(crate::gates::COUNTING, false);
+            note_first_call(100);
+            first_call_bound(600);
+            assert_eq!(thread_mpi_ticks(), before);
+            crate::gates::set(crate::gates::COUNTING, true);
             note_first_call(1_000);
             first_call_bound(6_000);
             assert_eq!(thread_mpi_ticks() - before, 5_000);
@@ -488,6 +512,14 @@ mod tests {
             THREAD.with(|t| t.depth.set(0));
             assert_eq!(thread_mpi_ticks() - before, 5_001);
             assert_eq!(call_entered(13_000), (13_000, before + 5_001));
+            // A traced call right after the front's part of its first call enters at the front;
+            // a later one where its clock started.
+            note_first_call(20_000);
+            first_call_bound(21_000);
+            bump(&thread_table().mpi_ticks, 500);
+            assert_eq!(first_call_entered(21_100, 21_600), 20_000);
+            bump(&thread_table().mpi_ticks, 300);
+            assert_eq!(first_call_entered(22_000, 22_300), 22_000);
         })
         .join()
         .unwrap();

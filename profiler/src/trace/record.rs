@@ -378,7 +378,10 @@ impl Recorder {
         let class = facts.class;
         if recording {
             let region = self.region(entered.id, sp);
-            self.push(entered.start, EventKind::Enter { region });
+            // A routine's first call takes this path: it entered MPI in the front, before the
+            // wrapper's clock started (`threads::first_call_bound`).
+            let start = crate::threads::first_call_entered(entered.start, end);
+            self.push(start, EventKind::Enter { region });
         }
         let comm = (!args.comm.is_none()).then(|| self.comm_id(args.comm));
         if rc == 0 && recording {
