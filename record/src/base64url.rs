@@ -5,7 +5,9 @@
 //! "finrec"); this is a plain loop. The decoders (ingest reads every record) keep
 //! `base64-simd`; `tests/base64url_props.rs` checks the two agree on any input.
 
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+/// A `static`, not a `const`: a named section, which the profiler's `finalize.ld` places with
+/// the encoding code (a `const`'s anonymous constant lay in the chunk of the JSON's constants).
+static ALPHABET: [u8; 64] = *b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 /// `bytes` in URL-safe base64, without padding.
 pub fn encode(bytes: &[u8]) -> String {

@@ -359,6 +359,43 @@ fn each_record_step_lies_in_two_chunks_of_its_own() {
     }
 }
 
+/// Rank 0's compressing step (the deflater, the CRC, base64, the lines) lies in one 64 KiB chunk
+/// with the constants it reads: the CRC's table, base64's alphabet, core's powers of ten (a float
+/// with a precision) and the record crate's other constants. Its code straddled a boundary under
+/// MPICH, with those constants in the JSON's chunk before it: the step mapped five chunks of ours
+/// where every other record step maps four (docs/footprint.md, "finpeak2").
+#[test]
+fn record_compressing_lies_in_one_chunk_with_its_constants() {
+    for family in ["openmpi", "mpich"] {
+        let lib = implementation(family);
+        let symbols = readelf_of(&lib, &["-sW"]);
+        let mark = |name: &str| mark_address(&symbols, name);
+        let (start, end) = (
+            mark("__mpistat_record_compress"),
+            mark("__mpistat_record_send"),
+        );
+        assert!(end > start, "{family}: the marks are out of order");
+        assert_eq!(
+            start / 0x10000,
+            (end - 1) / 0x10000,
+            "{family}: the compressing step ({start:x}..{end:x}) spans more than one chunk"
+        );
+        for constant in [
+            "14mpistat_record5crc325TABLE",
+            "14mpistat_record9base64url8ALPHABET",
+            "5grisu12CACHED_POW10",
+        ] {
+            let addr = symbol_address(&symbols, constant, |fields| {
+                fields.last().is_some_and(|name| name.contains(constant))
+            });
+            assert!(
+                (start..end).contains(&addr),
+                "{family}: {constant} at {addr:x} is outside the compressing step's {start:x}..{end:x}"
+            );
+        }
+    }
+}
+
 /// The PLT lies in `.text.hot`, the chunk every rank keeps: `quietly` reaches its thread-local
 /// flag through `__tls_get_addr@plt` in `MPI_Finalize` (and `MPI_Pcontrol`), and where lld puts
 /// the PLT by itself, after `.text.warm`, every rank mapped that chunk in `MPI_Finalize` for the
