@@ -523,6 +523,9 @@ pub(crate) struct LocationReader {
     /// Records read by libotf2, handled or not.
     read: u64,
     ended: bool,
+    /// The time of the last record handed out: a location's events are in time order (OTF2's
+    /// rule), and an event file cut short reads on into a chunk's unwritten tail as events at 0.
+    last_time: u64,
 }
 
 // SAFETY: libotf2's reader is a plain heap object used by one thread at a time.
@@ -607,6 +610,7 @@ impl LocationReader {
                 batch,
                 read: 0,
                 ended: false,
+                last_time: 0,
             })
         }
     }
@@ -615,6 +619,13 @@ impl LocationReader {
     pub(crate) fn next(&mut self) -> Result<Option<(u64, Record)>, Otf2Error> {
         loop {
             if let Some(record) = self.batch.records.pop_front() {
+                if record.0 < self.last_time {
+                    return Err(self.reader.malformed(format!(
+                        "events out of time order ({} after {}): the event file is damaged",
+                        record.0, self.last_time
+                    )));
+                }
+                self.last_time = record.0;
                 return Ok(Some(record));
             }
             if self.ended {
