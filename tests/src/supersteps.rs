@@ -87,6 +87,23 @@ impl MeasuredImbalance {
         100.0 * ns / self.work_avg_ns
     }
 
+    /// `imbalance.c static`'s pattern where the percents show the machine's load more than the
+    /// scenario (MPICH's ranks poll and yield, and every sleep overshoots by however long they
+    /// keep the cores): rank 1 still sleeps `iters` x (1.25 - (P - 1.25) / (P - 1)) x `work_ms`
+    /// more than each other rank, and at least half of that is left.
+    pub fn assert_rank_1_overloaded(&self, iters: u64, work_ms: f64) {
+        let (p, w) = (self.totals_ns.len() as f64, work_ms * 1e6);
+        let extra_ns = iters as f64 * (1.25 * w - (p - 1.25) / (p - 1.0) * w);
+        for (rank, total) in self.totals_ns.iter().enumerate().filter(|(r, _)| *r != 1) {
+            assert!(
+                self.totals_ns[1] - total > 0.5 * extra_ns,
+                "rank 1 worked {:.3} s, rank {rank} {:.3} s",
+                self.totals_ns[1] * 1e-9,
+                total * 1e-9
+            );
+        }
+    }
+
     /// The profiler's estimates equal the measured figures within 1 % of the work. The profiler's
     /// timestamps are taken in the wrapper, a few microseconds from the program's, so the
     /// figures differ by well under 1 ms per 100 supersteps unless a rank was preempted between
