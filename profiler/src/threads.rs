@@ -344,9 +344,8 @@ pub fn note_first_call(began: u64) {
 /// At `now`, the end of the front's work at a routine's first call (`abi::BOUND`): count the
 /// ticks since it began ([`note_first_call`]) as this thread's time in MPI, unless the thread is
 /// inside an outermost call, whose clock holds them already, or counting is off (the call will
-/// not be counted either). The program sees them inside its
-/// MPI call, before the wrapper's clock starts: uncounted, the supersteps took them for the
-/// program's work (tens of microseconds a routine; milliseconds in `MPI_Finalize` when the
+/// not be counted either). The program sees them inside its MPI call, before the wrapper's
+/// clock starts: uncounted, the supersteps took them for the program's work (tens of microseconds a routine; milliseconds in `MPI_Finalize` when the
 /// other ranks already poll there and the cores are shared).
 #[inline(always)]
 pub fn first_call_bound(now: u64) {
@@ -365,17 +364,22 @@ pub fn first_call_bound(now: u64) {
     }
 }
 
+/// The last first call [`first_call_bound`] counted, as (where it entered the front, the
+/// thread's time in MPI before it was counted), if the thread has counted only `since` ticks
+/// since.
+#[inline(always)]
+fn last_first_call(since: u64) -> Option<(u64, u64)> {
+    let [began, before, after] = LAST_FIRST_CALL.get();
+    (began != 0 && after.wrapping_add(since) == thread_mpi_ticks()).then_some((began, before))
+}
+
 /// Where the outermost call this thread is in entered MPI, and the thread's time in MPI then,
 /// for a hook that runs before the wrapper's clock starts (`MPI_Finalize`'s) and read the time
 /// `now`: `now` and the time in MPI so far, unless the call is its routine's first, which
 /// entered the front before (nothing was counted since [`first_call_bound`] counted it).
 #[inline(always)]
 pub fn call_entered(now: u64) -> (u64, u64) {
-    let mpi_now = thread_mpi_ticks();
-    match LAST_FIRST_CALL.get() {
-        [began, before, after] if began != 0 && after == mpi_now => (began, before),
-        _ => (now, mpi_now),
-    }
+    last_first_call(0).unwrap_or_else(|| (now, thread_mpi_ticks()))
 }
 
 /// Where a call of this thread that the wrapper's clock took from `start` to `end` (and counted
@@ -385,14 +389,7 @@ pub fn call_entered(now: u64) -> (u64, u64) {
 /// takes the slow path.
 #[inline(always)]
 pub fn first_call_entered(start: u64, end: u64) -> u64 {
-    match LAST_FIRST_CALL.get() {
-        [began, _, after]
-            if began != 0 && after.wrapping_add(end.wrapping_sub(start)) == thread_mpi_ticks() =>
-        {
-            began
-        }
-        _ => start,
-    }
+    last_first_call(end.wrapping_sub(start)).map_or(start, |(began, _)| began)
 }
 
 /// Ticks this thread spent in outermost MPI calls so far. With the hot code, as
