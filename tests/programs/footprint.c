@@ -4,15 +4,22 @@
  * size_kb=M" for the code (r-xp mapping), "rodata rss_kb=N size_kb=M" for the first read-only
  * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
- * mapping: private to each process), the front's prefixed "front". With the argument "pcontrol"
+ * mapping: private to each process), the front's prefixed "front"; and "libc unwind rss_kb=N
+ * size_kb=M" for libc's unwind tables (`.eh_frame_hdr`, then `.eh_frame` to the end of their
+ * segment) past their first 64 KiB chunk, which an unwinding through libc's frames reads. With the argument "pcontrol"
  * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)); with
  * "late" the program calls MPI_Bcast for the first time after the loop (a rooted collective: no
  * superstep, so no cold point of the superstep schedule, follows its lazy binding).
  * Then what MPI_Finalize adds to the resident set at its peak: "finalize peak_kb=N", VmHWM after
  * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"). */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <link.h>
 #include <mpi.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* A "Key:   N kB" line of /proc/self/status, -1 if missing. */
 static long status_kb(const char *key) {
@@ -62,6 +69,43 @@ static void report_residency(int rank, const char *library, const char *label) {
     printf("rank %d %srelro rss_kb=%lu size_kb=%lu\n", rank, label, rss_kb[3], size_kb[3]);
 }
 
+/* The loaded libc's unwind tables: from its PT_GNU_EH_FRAME (`.eh_frame_hdr`) to the end of the
+ * segment holding it. */
+static int find_libc_unwind_tables(struct dl_phdr_info *info, size_t size, void *data) {
+    unsigned long *range = data, header = 0;
+    (void)size;
+    if (!strstr(info->dlpi_name, "/libc.so.6")) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) header = info->dlpi_phdr[i].p_vaddr;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *segment = &info->dlpi_phdr[i];
+        if (header && segment->p_type == PT_LOAD && segment->p_vaddr <= header &&
+            header < segment->p_vaddr + segment->p_memsz) {
+            range[0] = info->dlpi_addr + header;
+            range[1] = info->dlpi_addr + segment->p_vaddr + segment->p_memsz;
+        }
+    }
+    return 1;
+}
+
+/* Prints how much of libc's unwind tables this process has mapped (pages present in
+ * /proc/self/pagemap: in the page cache alone they do not count). */
+static void report_libc_unwind_tables(int rank) {
+    unsigned long range[2] = {0, 0}, pages = 0;
+    uint64_t entry;
+    int pagemap = open("/proc/self/pagemap", O_RDONLY);
+    dl_iterate_phdr(find_libc_unwind_tables, range);
+    if (pagemap < 0 || !range[1]) return;
+    /* From the 64 KiB boundary after the tables' start: the chunk before it, which fault-around
+     * maps for the end of `.rodata` too, is resident or not by where the loader placed libc. */
+    range[0] = (range[0] | 0xffffUL) + 1;
+    for (unsigned long a = range[0]; a < range[1]; a += 4096)
+        if (pread(pagemap, &entry, 8, (off_t)(a / 4096) * 8) == 8 && (entry >> 63)) pages++;
+    close(pagemap);
+    printf("rank %d libc unwind rss_kb=%lu size_kb=%lu\n", rank, pages * 4,
+           range[1] > range[0] ? (range[1] - range[0]) / 1024 : 0);
+}
+
 int main(int argc, char **argv) {
     int rank, size, flag;
     double x = 1, y = 0;
@@ -88,6 +132,7 @@ int main(int argc, char **argv) {
     if (late) MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     report_residency(rank, "/libmpistat_", "");
     report_residency(rank, "/libmpistat.so", "front ");
+    report_libc_unwind_tables(rank);
     fflush(stdout);
     long before = reset_peak() == 0 ? status_kb("VmHWM") : -1;
     MPI_Finalize();
