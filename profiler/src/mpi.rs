@@ -258,6 +258,21 @@ impl crate::tree::Link for OnComm {
     }
 }
 
+/// Words a message of the finalize's reductions carries at most: 8 KiB, which UCX's
+/// shared-memory transport still sends eagerly (its segments are 8 KiB and a little more),
+/// where MPICH's 24 kB superstep vectors took its rendezvous path (docs/footprint.md,
+/// "finpieces").
+const PIECE_WORDS: usize = 1024;
+
+/// The reductions' link over `comm`, in pieces of [`PIECE_WORDS`].
+#[link_section = ".text.finalize.mpistat"]
+fn pieces(comm: &OwnComm) -> crate::tree::InPieces<OnComm> {
+    crate::tree::InPieces {
+        link: OnComm(comm.0),
+        words: PIECE_WORDS,
+    }
+}
+
 /// The caller's rank and the size of `comm`.
 #[link_section = ".text.finalize.mpistat"]
 fn rank_and_size(comm: MPI_Comm) -> MpiResult<(usize, usize)> {
@@ -286,7 +301,7 @@ pub fn reduce_each_to_root(
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
         .collect();
-    if !crate::tree::to_root(&mut OnComm(comm.0), rank, size, &parts, &mut data)? {
+    if !crate::tree::to_root(&mut pieces(comm), rank, size, &parts, &mut data)? {
         return Ok(None);
     }
     let mut rest = &data[..];
@@ -319,7 +334,7 @@ pub fn allreduce(data: &[u64], op: Op, comm: &OwnComm) -> MpiResult<Vec<u64>> {
         op,
         len: data.len(),
     }];
-    crate::tree::to_all(&mut OnComm(comm.0), rank, size, &parts, &mut out)?;
+    crate::tree::to_all(&mut pieces(comm), rank, size, &parts, &mut out)?;
     Ok(out)
 }
 
