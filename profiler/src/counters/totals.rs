@@ -22,6 +22,9 @@ pub struct JobCounters {
 
 /// Sum every rank's counters to rank 0 of `comm` (collective). Ranks that chose different
 /// numbers of events (e.g. MPMD applications with different `MPISTAT_COUNTERS`) skip it alike.
+/// In `.text.finalize` by attribute: every rank runs it there, and the callgrind list of
+/// `profiler/finalize.ld` lost it in a build where LLVM had inlined it.
+#[link_section = ".text.finalize.mpistat"]
 pub fn reduce(
     comm: &crate::mpi::OwnComm,
     mine: Option<RankCounters>,

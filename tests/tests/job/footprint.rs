@@ -81,6 +81,7 @@ fn finalize_path_shares_one_section() {
             "5hooks15before_finalize",
             "5tally7Reduced10over_ranks",
             "9superstep6reduce",
+            "8counters6totals6reduce",
             "3job12build_record",
             "14mpistat_record4wire23encode_fitting_in_steps",
             "14mpistat_record6limits3cut",
@@ -269,12 +270,12 @@ fn init_code_lies_in_one_chunk_of_the_finalize_path() {
     }
 }
 
-/// Rank 0's code of the reductions' steps, in MPICH's build, lies between
+/// Rank 0's code of the reductions' steps lies between
 /// `__mpistat_finalize_rank0` and `__mpistat_finalize_rank0_shared`, in the chunk where the
 /// common part ends, which every rank maps anyway: so the supersteps', counters' and totals'
 /// reductions map no chunk of ours past the common part's two (docs/footprint.md, "finmpich").
-/// Open MPI's build places only what is not of its crate there (std's and compiler-builtins'
-/// functions of that list). The routines' names, which only the record's building reads, lie
+/// Open MPI's build too: placed after the shared code, its `RankCounters::summed` crossed into
+/// the next chunk, which the counters' step then mapped ("finpieces"). The routines' names, which only the record's building reads, lie
 /// after the common part (they took 11 kB of its last chunk under MPICH).
 #[test]
 fn rank0_reductions_lie_in_the_common_parts_last_chunk() {
@@ -292,17 +293,15 @@ fn rank0_reductions_lie_in_the_common_parts_last_chunk() {
             end.saturating_sub(1).max(start) / 0x10000,
             "{family}: rank 0's reductions' code ({start:x}..{end:x}) passes the common part's last chunk"
         );
-        if family == "mpich" {
-            for part in ["9superstep7figures", "12RankCounters6summed"] {
-                let function = format!("{part}17h");
-                let addr = symbol_address(&symbols, part, |fields| {
-                    fields.last().is_some_and(|name| name.contains(&function))
-                });
-                assert!(
-                    (start..end).contains(&addr),
-                    "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
-                );
-            }
+        for part in ["9superstep7figures", "12RankCounters6summed"] {
+            let function = format!("{part}17h");
+            let addr = symbol_address(&symbols, part, |fields| {
+                fields.last().is_some_and(|name| name.contains(&function))
+            });
+            assert!(
+                (start..end).contains(&addr),
+                "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
+            );
         }
         let names = symbol_address(&symbols, "8routines5NAMES", |fields| {
             fields
@@ -393,6 +392,27 @@ fn record_compressing_lies_in_one_chunk_with_its_constants() {
                 "{family}: {constant} at {addr:x} is outside the compressing step's {start:x}..{end:x}"
             );
         }
+    }
+}
+
+/// Rank 0's sending step (the syslog sender, the record's drop, the site crate's constants) lies
+/// in one 64 KiB chunk. Under Open MPI it straddled a boundary once the common part had grown by
+/// 1 kB, and the step mapped five chunks of ours, 272-316 kB in all (docs/footprint.md,
+/// "finpieces").
+#[test]
+fn record_sending_lies_in_one_chunk() {
+    for family in ["openmpi", "mpich"] {
+        let symbols = readelf_of(&implementation(family), &["-sW"]);
+        let (start, end) = (
+            mark_address(&symbols, "__mpistat_record_send"),
+            mark_address(&symbols, "__mpistat_record_rare"),
+        );
+        assert!(end > start, "{family}: the marks are out of order");
+        assert_eq!(
+            start / 0x10000,
+            (end - 1) / 0x10000,
+            "{family}: the sending step ({start:x}..{end:x}) spans more than one chunk"
+        );
     }
 }
 
