@@ -27,9 +27,17 @@ pub fn take_info() -> Option<TraceInfo> {
 /// tracing, measure the clocks again, cut the ranks' events at a common superstep if any rank
 /// stopped early, write this rank's files, and (rank 0) keep the facts for the record.
 pub fn finish(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
-    if !crate::gates::set(crate::gates::TRACE, false) {
-        return;
+    if crate::gates::set(crate::gates::TRACE, false) {
+        finish_traced(comm, job_start_unix_ms, job_pid);
     }
+}
+
+/// [`finish`] of a traced rank. Out of line, and so out of `.text.finalize`'s common part
+/// (`profiler/finalize.ld` names `finish` only): every rank maps that part in `MPI_Finalize`,
+/// and with these 10 kB in it rank 0's reductions and shared record code no longer fitted in
+/// its last chunk (docs/footprint.md, "finpieces"). A traced rank maps the writer's code anyway.
+#[inline(never)]
+fn finish_traced(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     // MPI_Finalize comes from the thread that called MPI_Init; on any other, no trace.
     let Some(mut recorder) = with_recorder(Option::take).flatten() else {
         return;
