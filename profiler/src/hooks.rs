@@ -559,6 +559,9 @@ fn reduce_and_publish(
         Some(entry) => entry.release_step(),
         None => crate::footprint::release_init_pages(),
     };
+    // The program's first call of MPI_Finalize was bound lazily, through the front's symbol
+    // tables, which MPI_Init's end had dropped: their 64 kB chunk would count in the first step.
+    release_step();
     let comm = OwnComm::private(world).map_err(failed("making its communicator"))?;
     release_step();
     // One rank per node counts the node: the launcher says which, else MPI finds out
