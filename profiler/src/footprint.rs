@@ -362,7 +362,11 @@ impl FinalizeEntry {
 
     /// Between two steps of the finalize: this library's read-only pages
     /// ([`release_init_pages`]), and the others' clean pages that were not resident at the entry.
-    #[link_section = ".text.finalize.mpistat"]
+    /// In `.text.hot`, which every rank keeps, as [`release_init_pages`] is: dropping this
+    /// library's pages drops `.text.finalize`'s, and a step that came back into them for the
+    /// rest of its release mapped the common part's first chunk again (docs/footprint.md,
+    /// "finpieces").
+    #[link_section = ".text.hot.mpistat"]
     pub fn release_step(&self) {
         release_init_pages();
         let Some(pagemap) = Pagemap::open() else {
@@ -387,7 +391,7 @@ const PRESENT: u64 = 1 << 63;
 struct Pagemap(c_int);
 
 impl Pagemap {
-    #[link_section = ".text.finalize.mpistat"]
+    #[link_section = ".text.hot.mpistat"]
     fn open() -> Option<Pagemap> {
         // SAFETY: a NUL-terminated path; the descriptor is closed on drop.
         let fd = unsafe { libc::open(PAGEMAP.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -396,7 +400,7 @@ impl Pagemap {
 
     /// The entries of the pages from `at` (at most to `end`, at most `entries.len()`); `None` if
     /// the read fails or gives nothing.
-    #[link_section = ".text.finalize.mpistat"]
+    #[link_section = ".text.hot.mpistat"]
     fn read<'a>(
         &self,
         at: usize,
@@ -419,6 +423,7 @@ impl Pagemap {
 }
 
 impl Drop for Pagemap {
+    #[link_section = ".text.hot.mpistat"]
     fn drop(&mut self) {
         // SAFETY: our own descriptor, closed once.
         unsafe { libc::close(self.0) };
