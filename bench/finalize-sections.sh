@@ -3,8 +3,8 @@
 # as callgrind sees them inside `before_finalize` on both ranks of tests/programs/footprint.c, in
 # both families' builds, a profile part per step (`release_init_pages` starts each), ordered as
 # finalize.ld wants them: what a rank other than 0 runs (the common part), then, after
-# `__mpistat_finalize_rank0`, what MPICH's rank 0 runs besides the common part in the reductions'
-# steps (MPICH's build only), then, after `__mpistat_finalize_rank0_shared`, what several of rank
+# `__mpistat_finalize_rank0`, what rank 0 runs besides the common part in the reductions'
+# steps (a rule for each build), then, after `__mpistat_finalize_rank0_shared`, what several of rank
 # 0's record steps run and what it runs besides the common part in the reductions' steps, then, after the init code, what it runs in the
 # record's steps (the building, the JSON, the compressing into lines, the sending), step by step; a `#` line heads each of rank 0's lists. Symbol hashes and crate
 # disambiguators become wildcards. Callgrind cannot see what valgrind's CPU lacks (AVX2 and
@@ -120,7 +120,6 @@ for f, ranks in runs.items():
     for i, names in enumerate(ranks[0][starts[f]:]):
         record_steps[min(i, 4)].extend(names)
 every, reductions, shared, build, json, compress, send = [], [], [], [], [], [], []
-mpich_reductions = []
 # What a rank other than 0 runs.
 for ranks in runs.values():
     for steps in ranks[1:]:
@@ -128,29 +127,39 @@ for ranks in runs.values():
             add(every, names)
 for names in reduction_steps:
     add(reductions, names, every)
-# MPICH's common part ends 10 kB before a boundary (Open MPI's 20 kB): there its rank 0's
-# reductions' code comes first, step by step, so that those steps map no chunk past the common
-# part's; Open MPI's build keeps the shared code there, which its record steps all run. A rule
-# names MPICH's objects (`*mpistat_mpich*`) so that Open MPI's build skips it; the generic
-# functions of a legacy (`_ZN`) name are instantiated there too, the others (std's `_R` names,
-# compiler-builtins' C names) are not and so are placed in both builds.
-for names in runs['mpich'][0][:starts['mpich']]:
-    add(mpich_reductions, names, every)
-def mpich_rule(p):
-    return f"*mpistat_mpich* {p}" if p.startswith('_ZN') else f"* {p}"
+# Rank 0's reductions' code comes first in its part, in the common part's last chunk, step by
+# step, so that those steps map no chunk past the common part's. A rule names each build's own
+# objects (`*mpistat_mpich*`, `*mpistat_openmpi*`), so that the other build skips it and the
+# generic functions of a legacy (`_ZN`) name, instantiated there, are our crate's copies; the
+# others (std's `_R` names, compiler-builtins' C names) are not, and are placed in both builds.
+family_reductions = {f: [] for f in runs}
+for f, ranks in runs.items():
+    for names in ranks[0][:starts[f]]:
+        add(family_reductions[f], names, every)
+def family_rules(f):
+    return [f"*mpistat_{f}* {p}" if p.startswith('_ZN') else f"* {p}" for p in family_reductions[f]]
+reduction_rules = []
+add(reduction_rules, family_rules('mpich') + family_rules('openmpi'))
+# What every rank runs and rank 0's record steps run too (the allocator, the vectors' growth)
+# goes first in rank 0's shared code, in the common part's last chunk: in the common part's
+# first, every record step mapped that chunk for them.
+in_record = {pattern(n) for names in record_steps for n in names}
+step_common = [n for n in every if n in in_record]
+every = [n for n in every if n not in in_record]
 # What more than one of the record's steps runs, and the look-up's few functions, go first in
-# rank 0's part (in the common part's last chunk, which every step maps: under Open MPI they fit
-# there), then what rank 0 runs besides the common part in the reductions' steps; the rest of the
-# record's code with its step.
-groups = [{pattern(n) for n in names} - set(every) - set(reductions) for names in record_steps]
+# rank 0's part after those (in the common part's last chunk, which every step maps), then what
+# rank 0 runs besides the common part in the reductions' steps; the rest of the record's code
+# with its step.
+groups = [{pattern(n) for n in names} - set(every) - set(step_common) - set(reductions) for names in record_steps]
+add(shared, step_common)
 for names in record_steps:
     add(shared, [n for n in names if sum(pattern(n) in g for g in groups) > 1], every + reductions)
 add(shared, record_steps[0], every + reductions)
 for to, names in zip((build, json, compress, send), record_steps[1:]):
     add(to, names, every + reductions + shared)
 print('\n'.join(every))
-print("# rank 0, MPICH's build: its reductions' steps (after __mpistat_finalize_rank0)")
-print('\n'.join(map(mpich_rule, mpich_reductions)))
+print("# rank 0, each build: its reductions' steps (after __mpistat_finalize_rank0)")
+print('\n'.join(reduction_rules))
 print("# rank 0: what several of the record's steps run, the look-up, the reductions' steps (after __mpistat_finalize_rank0_shared)")
 print('\n'.join(shared + reductions))
 print("# rank 0: the record's building (after the init code)")
@@ -178,7 +187,7 @@ every = [['*', p] for p in every.split()]
 marks = ['__mpistat_finalize_rank0', '__mpistat_finalize_rank0_shared', '__mpistat_init_end', '__mpistat_record_json',
          '__mpistat_record_compress', '__mpistat_record_send']
 path = sys.argv[2]
-generated = re.compile(r'^    (\*|\*mpistat_mpich\*)\(\.text\.(\S+) \.text\.unlikely\.\2 \.rodata\.\2\)$')
+generated = re.compile(r'^    (\*|\*mpistat_mpich\*|\*mpistat_openmpi\*)\(\.text\.(\S+) \.text\.unlikely\.\2 \.rodata\.\2\)$')
 out, region = [], None
 for line in open(path).read().split('\n'):
     if region is not None and generated.match(line):
