@@ -14,10 +14,12 @@
 #   bench/finalize.sh                  P = 4, 64, 256, 1024; 3 rounds
 #   bench/finalize.sh --small          P = 4, 16; 1 round (CI)
 #   bench/finalize.sh --ranks 4,64 --rounds 5 --mpi mpich
+#   bench/finalize.sh --iters 3000     the job's MPI_Allreduce calls (default 10): its supersteps,
+#                                      whose vectors the reduction sends in 8 KiB pieces past ~1,000
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-sizes=(4 64 256 1024) rounds=3 families=(openmpi)
+sizes=(4 64 256 1024) rounds=3 iters=10 families=(openmpi)
 command -v mpicc.mpich >/dev/null && command -v mpiexec.mpich >/dev/null && families+=(mpich)
 while (($#)); do
     case $1 in
@@ -32,12 +34,17 @@ while (($#)); do
             rounds=$2
             shift
             ;;
+        --iters)
+            [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "$0: --iters N" >&2; exit 2; }
+            iters=$2
+            shift
+            ;;
         --mpi)
             [[ ${2:-} =~ ^(openmpi|mpich)(,(openmpi|mpich))?$ ]] || { echo "$0: --mpi openmpi,mpich (either or both)" >&2; exit 2; }
             IFS=, read -r -a families <<<"$2"
             shift
             ;;
-        *) echo "usage: $0 [--small] [--ranks P,...] [--rounds N] [--mpi openmpi,mpich]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--small] [--ranks P,...] [--rounds N] [--iters N] [--mpi openmpi,mpich]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -101,7 +108,7 @@ run() { # FAMILY P MODE
     mapfile -t command < <(launch_command "$@")
     rm -f "$work"/times.*
     : >"$work/datagrams"
-    if ! "${command[@]}" "$work/startstop-$family" 10 </dev/null >/dev/null 2>"$work/stderr"; then
+    if ! "${command[@]}" "$work/startstop-$family" "$iters" </dev/null >/dev/null 2>"$work/stderr"; then
         # Kept whole: the launcher's last lines rarely say which rank ended how.
         local kept=${TMPDIR:-/tmp}/mpistat-finalize-failed.$family.$p.$mode.$$.log
         cp "$work/stderr" "$kept"

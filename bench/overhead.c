@@ -42,16 +42,18 @@
  * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up; msghwm:
  * right after the job's first messages, a 0-byte ping-pong and an MPI_Iprobe, which map MPI's
  * point-to-point code: a job that communicates has that in its peak whatever runs at MPI_Init)
- *   finalize ms=F peak_kb=N
+ *   finalize ms=F peak_kb=N [steps_kb=N]
  * (peak_kb: what MPI_Finalize adds to rank 0's peak resident set, VmHWM after it less VmHWM
  * before it, the peak reset first, clear_refs "5"; left out where the kernel cannot. The
  * kernel's peak lags the resident set by up to ~250 kB, so a bare MPI_Finalize may show less
- * than 0: compare modes, not the bare figure)
+ * than 0: compare modes, not the bare figure; steps_kb: the most libmpistat's finalize steps
+ * added, exact, see malloc_trim below)
  *   clock rdtsc_ns=F       ("overhead clock")
  * calls_per_iter counts the wrapped calls on the timed path (a ping-pong round trip is four:
  * Send and Recv on each rank).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,6 +252,40 @@ static long proc_kb(const char *file, const char *key)
     return kb;
 }
 
+/* The resident set in kB, exact: smaps_rollup sums the page tables, where VmRSS and VmHWM come
+ * from the kernel's per-CPU counts, which it sums only now and then. */
+static long exact_rss_kb(void)
+{
+    return proc_kb("/proc/self/smaps_rollup", "Rss");
+}
+
+/* Inside MPI_Finalize: the largest exact resident set seen, and the time spent reading it. */
+static int finalizing;
+static long finalize_most_kb = -1;
+static double finalize_reading_ns;
+
+/* libmpistat ends each step of its MPI_Finalize (the reductions, the record's building,
+ * serialising, compressing, sending) by dropping the code and pages the step mapped, and it
+ * starts that with malloc_trim (profiler/src/footprint.rs). This program's malloc_trim, exported
+ * (bench/run.sh links it with --export-dynamic-symbol=malloc_trim) and so found before libc's,
+ * reads the exact resident set there: at each step's end, with the step's heap and stack still
+ * in it. VmHWM sees a peak only where the MPI library unmaps something, from approximate
+ * counts (a bare MPI_Finalize reads -170 to -340 kB). A job without libmpistat never calls it. */
+int malloc_trim(size_t pad)
+{
+    static int (*real)(size_t);
+    if (finalizing) {
+        double t0 = now_ns();
+        long kb = exact_rss_kb();
+        if (kb > finalize_most_kb)
+            finalize_most_kb = kb;
+        finalize_reading_ns += now_ns() - t0;
+    }
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "malloc_trim");
+    return real ? real(pad) : 0;
+}
+
 /* Resets VmHWM to the present resident set (Linux >= 4.0); 0 on success. */
 static int reset_peak(void)
 {
@@ -356,14 +392,20 @@ int main(int argc, char **argv)
     fflush(stdout);
     MPI_Barrier(MPI_COMM_WORLD);
     long before = reset_peak() == 0 ? proc_kb("/proc/self/status", "VmHWM") : -1;
+    long entry_kb = exact_rss_kb();
+    finalize_most_kb = entry_kb;
+    finalizing = 1;
     double f0 = now_ns();
     MPI_Finalize();
     double f1 = now_ns();
+    finalizing = 0;
     long peak = proc_kb("/proc/self/status", "VmHWM");
     if (rank == 0) {
-        printf("finalize ms=%.3f", (f1 - f0) / 1e6);
+        printf("finalize ms=%.3f", (f1 - f0 - finalize_reading_ns) / 1e6);
         if (before >= 0 && peak >= 0)
             printf(" peak_kb=%ld", peak - before);
+        if (entry_kb >= 0)
+            printf(" steps_kb=%ld", finalize_most_kb - entry_kb);
         printf("\n");
     }
     return 0;
