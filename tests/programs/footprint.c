@@ -11,8 +11,12 @@
  * "late" the program calls MPI_Bcast for the first time after the loop (a rooted collective: no
  * superstep, so no cold point of the superstep schedule, follows its lazy binding).
  * Then what MPI_Finalize adds to the resident set at its peak: "finalize peak_kb=N", VmHWM after
- * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"). */
+ * it less VmHWM just after the peak was reset to the resident set (clear_refs "5"), and
+ * "finalize steps_kb=N", the most the exact resident set grew by at the end of one of the
+ * profiler's finalize steps (its malloc_trim calls: this program's, when linked with
+ * -Wl,--export-dynamic-symbol=malloc_trim; 0 in a job without the profiler). */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <mpi.h>
@@ -32,6 +36,36 @@ static long status_kb(const char *key) {
         if (strncmp(line, key, n) == 0 && line[n] == ':') sscanf(line + n + 1, "%ld", &kb);
     fclose(f);
     return kb;
+}
+
+/* The resident set in kB, exact (smaps_rollup sums the page tables; VmRSS and VmHWM come from
+ * the kernel's per-CPU counts, which it sums only now and then); -1 if unreadable. */
+static long exact_rss_kb(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "Rss:", 4) == 0) sscanf(line + 4, "%ld", &kb);
+    fclose(f);
+    return kb;
+}
+
+/* Inside MPI_Finalize: the largest exact resident set seen at a step's end. */
+static int finalizing;
+static long finalize_most_kb;
+
+/* The profiler starts dropping what each finalize step mapped with malloc_trim
+ * (profiler/src/footprint.rs): read the resident set there, with the step's code, heap and
+ * stack still in it. */
+int malloc_trim(size_t pad) {
+    static int (*real)(size_t);
+    if (finalizing) {
+        long kb = exact_rss_kb();
+        if (kb > finalize_most_kb) finalize_most_kb = kb;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "malloc_trim");
+    return real ? real(pad) : 0;
 }
 
 /* Resets VmHWM to the present resident set (Linux >= 4.0); 0 on success. */
@@ -135,8 +169,13 @@ int main(int argc, char **argv) {
     report_libc_unwind_tables(rank);
     fflush(stdout);
     long before = reset_peak() == 0 ? status_kb("VmHWM") : -1;
+    long entry_kb = exact_rss_kb();
+    finalize_most_kb = entry_kb;
+    finalizing = 1;
     MPI_Finalize();
+    finalizing = 0;
     long peak = status_kb("VmHWM");
     if (before >= 0 && peak >= 0) printf("rank %d finalize peak_kb=%ld\n", rank, peak - before);
+    if (entry_kb >= 0) printf("rank %d finalize steps_kb=%ld\n", rank, finalize_most_kb - entry_kb);
     return 0;
 }
