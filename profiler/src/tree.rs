@@ -307,6 +307,16 @@ mod tests {
         out
     }
 
+    /// Parts of `n` elements each with their operation (pairs for [`Op::MaxLoc`]).
+    fn parts_of(ops: &[(Op, usize)]) -> Vec<Part> {
+        ops.iter()
+            .map(|&(op, n)| Part {
+                op,
+                len: if op == Op::MaxLoc { 2 * n } else { n },
+            })
+            .collect()
+    }
+
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             Just(Op::Sum),
@@ -355,10 +365,7 @@ mod tests {
             small in any::<bool>(),
             seed in any::<u64>(),
         ) {
-            let parts: Vec<Part> = ops
-                .iter()
-                .map(|&(op, n)| Part { op, len: if op == Op::MaxLoc { 2 * n } else { n } })
-                .collect();
+            let parts = parts_of(&ops);
             let inputs = inputs(&parts, size, small, seed);
             let want = sequential(&parts, &inputs);
             let at_root = run(&inputs, |m, r, s, d| to_root(m, r, s, &parts, d));
@@ -395,10 +402,7 @@ mod tests {
             words in 1usize..6,
             seed in any::<u64>(),
         ) {
-            let parts: Vec<Part> = ops
-                .iter()
-                .map(|&(op, n)| Part { op, len: if op == Op::MaxLoc { 2 * n } else { n } })
-                .collect();
+            let parts = parts_of(&ops);
             let inputs = inputs(&parts, size, true, seed);
             let want = sequential(&parts, &inputs);
             let checked = |m: &Mesh, root: bool| match m.longest <= words {

@@ -89,11 +89,7 @@ fn finalize_path_shares_one_section() {
             "14mpistat_record9base64url6encode",
             "6syslog4send",
         ] {
-            // The function itself (`..{part}17h<hash>E`), not a closure of it.
-            let function = format!("{part}17h");
-            let addr = symbol_address(&symbols, part, |fields| {
-                fields.last().is_some_and(|name| name.contains(&function))
-            });
+            let addr = function_address(&symbols, part);
             assert_inside(part, addr, ".text.finalize", (start, size));
         }
     }
@@ -109,10 +105,7 @@ fn assert_functions_inside(
 ) {
     let symbols = readelf_of(lib, &["-sW"]);
     for part in parts {
-        let function = format!("{part}17h");
-        let addr = symbol_address(&symbols, part, |fields| {
-            fields.last().is_some_and(|n| n.contains(&function))
-        });
+        let addr = function_address(&symbols, part);
         assert_inside(
             &format!("{}: {part}", lib.display()),
             addr,
@@ -131,6 +124,15 @@ fn symbol_address(symbols: &str, what: &str, matches: impl Fn(&[&str]) -> bool) 
         .find(|fields| fields.len() > 1 && matches(fields))
         .map(|fields| u64::from_str_radix(fields[1], 16).unwrap())
         .unwrap_or_else(|| panic!("no symbol {what}"))
+}
+
+/// The address of the function `part` names (the function itself, `..{part}17h<hash>E`, not a
+/// closure of it), from `readelf -sW`'s lines.
+fn function_address(symbols: &str, part: &str) -> u64 {
+    let function = format!("{part}17h");
+    symbol_address(symbols, part, |fields| {
+        fields.last().is_some_and(|name| name.contains(&function))
+    })
 }
 
 /// The address of the mark `name` (a symbol `finalize.ld` defines), from `readelf -sW`'s lines.
@@ -294,20 +296,13 @@ fn rank0_reductions_lie_in_the_common_parts_last_chunk() {
             "{family}: rank 0's reductions' code ({start:x}..{end:x}) passes the common part's last chunk"
         );
         for part in ["9superstep7figures", "12RankCounters6summed"] {
-            let function = format!("{part}17h");
-            let addr = symbol_address(&symbols, part, |fields| {
-                fields.last().is_some_and(|name| name.contains(&function))
-            });
+            let addr = function_address(&symbols, part);
             assert!(
                 (start..end).contains(&addr),
                 "{family}: {part} at {addr:x} is outside {start:x}..{end:x}"
             );
         }
-        let names = symbol_address(&symbols, "8routines5NAMES", |fields| {
-            fields
-                .last()
-                .is_some_and(|name| name.contains("8routines5NAMES17h"))
-        });
+        let names = function_address(&symbols, "8routines5NAMES");
         assert!(
             names >= end,
             "{family}: the routines' names at {names:x} are not after the common part and rank 0's reductions (before {end:x})"
@@ -346,10 +341,7 @@ fn each_record_step_lies_in_two_chunks_of_its_own() {
                 (end - 1) / 0x10000 - start / 0x10000 < 2,
                 "{family}: the step from {start_mark} ({start:x}..{end:x}) spans more than two chunks"
             );
-            let function = format!("{main}17h");
-            let addr = symbol_address(&symbols, main, |fields| {
-                fields.last().is_some_and(|name| name.contains(&function))
-            });
+            let addr = function_address(&symbols, main);
             assert!(
                 (start..end).contains(&addr),
                 "{family}: {main} at {addr:x} is outside its step's {start:x}..{end:x}"
