@@ -398,12 +398,17 @@ pub fn logger(target: &[&str], uid: Option<u32>, message: &str) {
     assert!(status.success(), "logger {target:?} as {uid:?} failed");
 }
 
-/// Write what rsyslog wrote with the attested uids (the input of `mpistat ingest`) to `path`.
+/// Write what rsyslog wrote with the attested uids (the input of `mpistat ingest`) to `path`,
+/// once that file has every line the plain one has: rsyslog writes the two in separate actions,
+/// and a test that waited for a record in the plain lines ingested the attested file one line
+/// short (`analysis_privileges`, in CI).
 pub fn write_trusted_log(syslogd: &Syslogd, path: &Path) {
-    let trusted: String = syslogd
-        .trusted_lines()
-        .iter()
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let seen = syslogd.lines().len();
+    let lines = syslogd.poll_for(
+        &format!("the attested log to have the plain log's {seen} lines"),
+        RECORD_WAIT,
+        |_| Some(syslogd.trusted_lines()).filter(|trusted| trusted.len() >= seen),
+    );
+    let trusted: String = lines.iter().map(|l| format!("{l}\n")).collect();
     std::fs::write(path, trusted).expect("write the trusted log");
 }
