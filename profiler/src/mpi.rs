@@ -258,10 +258,11 @@ impl crate::tree::Link for OnComm {
     }
 }
 
-/// Words a message of the finalize's reductions carries at most: 8 KiB, which UCX's
-/// shared-memory transport still sends eagerly (its segments are 8 KiB and a little more),
-/// where MPICH's 24 kB superstep vectors took its rendezvous path (docs/footprint.md,
-/// "finpieces").
+/// Words a message of the finalize's reductions carries at most: 8 KiB, which MPICH over UCX's
+/// shared memory sends eagerly (measured: no `ucp_rndv_*` code mapped), where its 24 kB
+/// superstep vectors took the rendezvous path (docs/footprint.md, "finpieces"). The limit is
+/// the MPI library's and its transport's; Open MPI's shared memory (vader) goes eager only to
+/// 4 KiB, and its finalize steps showed no cost of the larger messages.
 const PIECE_WORDS: usize = 1024;
 
 /// The reductions' link over `comm`, in pieces of [`PIECE_WORDS`].
