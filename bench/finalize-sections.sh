@@ -41,10 +41,29 @@ for family in openmpi mpich; do
         ;;
     esac
 done
-python3 - "$work" >"$work/list" <<'EOF'
-import glob, os, re, sys
+python3 - "$work" "$root/target/release" >"$work/list" <<'EOF'
+import glob, os, re, subprocess, sys
 
-work = sys.argv[1]
+work, release = sys.argv[1:]
+
+def hot_functions(family):
+    """The functions the build places in `.text.hot` by attribute (`release_init_pages`,
+    `FinalizeEntry::release_step`): every rank keeps that chunk, and a rule for them in
+    finalize.ld would match nothing."""
+    lib = f'{release}/libmpistat_{family}.so'
+    start = size = 0
+    for line in subprocess.run(['readelf', '-SW', lib], capture_output=True, text=True).stdout.splitlines():
+        f = line.replace('[ ', '[').split()
+        if len(f) > 5 and f[1] == '.text.hot':
+            start, size = int(f[3], 16), int(f[5], 16)
+    names = set()
+    for line in subprocess.run(['nm', '--defined-only', lib], capture_output=True, text=True).stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and start <= int(f[0], 16) < start + size:
+            names.add(f[2])
+    return names
+
+hot = {f: hot_functions(f) for f in ('openmpi', 'mpich')}
 
 def functions(path, family, tables, state):
     """The functions of libmpistat_<family>.so in one callgrind profile part. Callgrind names an
@@ -71,7 +90,7 @@ def functions(path, family, tables, state):
             # front's own functions (crate `mpistat`, as `lazy_common`) are not ours there.
             ours = obj and (f'libmpistat_{family}' in obj
                             or (obj == '???' and not re.match(r'_ZN7mpistat\d', name)))
-            if ours and not name.startswith(('MPI_', 'PMPI_', '0x')):
+            if ours and name not in hot[family] and not name.startswith(('MPI_', 'PMPI_', '0x')):
                 names.append(name)
     state['ob'] = ob
     return names
