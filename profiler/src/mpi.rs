@@ -268,10 +268,7 @@ const PIECE_WORDS: usize = 1024;
 /// The reductions' link over `comm`, in pieces of [`PIECE_WORDS`].
 #[link_section = ".text.finalize.mpistat"]
 fn pieces(comm: &OwnComm) -> crate::tree::InPieces<OnComm> {
-    crate::tree::InPieces {
-        link: OnComm(comm.0),
-        words: PIECE_WORDS,
-    }
+    crate::tree::InPieces::new(OnComm(comm.0), PIECE_WORDS)
 }
 
 /// The caller's rank and the size of `comm`.

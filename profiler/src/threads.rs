@@ -345,8 +345,9 @@ pub fn note_first_call(began: u64) {
 /// ticks since it began ([`note_first_call`]) as this thread's time in MPI, unless the thread is
 /// inside an outermost call, whose clock holds them already, or counting is off (the call will
 /// not be counted either). The program sees them inside its MPI call, before the wrapper's
-/// clock starts: uncounted, the supersteps took them for the program's work (tens of microseconds a routine; milliseconds in `MPI_Finalize` when the
-/// other ranks already poll there and the cores are shared).
+/// clock starts: uncounted, the supersteps took them for the program's work (tens of
+/// microseconds a routine; milliseconds in `MPI_Finalize` when the other ranks already poll
+/// there and the cores are shared).
 #[inline(always)]
 pub fn first_call_bound(now: u64) {
     let began = FIRST_CALL_BEGAN.replace(0);

@@ -31,29 +31,40 @@ pub trait Link {
 /// large-message path) and registered buffers a bare `MPI_Finalize` never maps: 64-128 kB more
 /// of rank 0's peak (docs/footprint.md, "finpieces").
 pub struct InPieces<L> {
-    pub link: L,
-    pub words: usize,
+    link: L,
+    /// At least 1.
+    words: usize,
+}
+
+impl<L> InPieces<L> {
+    /// `link` in pieces of `words` words (at least one).
+    #[link_section = ".text.finalize.mpistat"]
+    pub fn new(link: L, words: usize) -> InPieces<L> {
+        InPieces {
+            link,
+            words: words.max(1),
+        }
+    }
 }
 
 impl<L: Link> Link for InPieces<L> {
     type Error = L::Error;
     #[link_section = ".text.finalize.mpistat"]
     fn send(&mut self, to: usize, data: &[u64]) -> Result<(), L::Error> {
-        data.chunks(self.words.max(1))
+        data.chunks(self.words)
             .try_for_each(|piece| self.link.send(to, piece))
     }
     #[link_section = ".text.finalize.mpistat"]
     fn recv(&mut self, from: usize, into: &mut [u64]) -> Result<(), L::Error> {
-        into.chunks_mut(self.words.max(1))
+        into.chunks_mut(self.words)
             .try_for_each(|piece| self.link.recv(from, piece))
     }
     /// Piece by piece; where one direction has more pieces, the other's are empty messages
     /// (the peer's lengths mirror ours, so both ends make the same number of exchanges).
     #[link_section = ".text.finalize.mpistat"]
     fn exchange(&mut self, peer: usize, data: &[u64], into: &mut [u64]) -> Result<(), L::Error> {
-        let words = self.words.max(1);
-        let mut out = data.chunks(words);
-        let mut back = into.chunks_mut(words);
+        let mut out = data.chunks(self.words);
+        let mut back = into.chunks_mut(self.words);
         loop {
             match (out.next(), back.next()) {
                 (None, None) => return Ok(()),
@@ -410,12 +421,12 @@ mod tests {
                 false => Err(format!("a message of {} words, pieces of {words}", m.longest)),
             };
             let at_root = run(&inputs, |m, r, s, d| {
-                let root = to_root(&mut InPieces { link: &mut *m, words }, r, s, &parts, d)?;
+                let root = to_root(&mut InPieces::new(&mut *m, words), r, s, &parts, d)?;
                 checked(m, root)
             });
             prop_assert_eq!(&at_root[0].1, &want);
             let everywhere = run(&inputs, |m, r, s, d| {
-                to_all(&mut InPieces { link: &mut *m, words }, r, s, &parts, d)?;
+                to_all(&mut InPieces::new(&mut *m, words), r, s, &parts, d)?;
                 checked(m, true)
             });
             for (_, got) in &everywhere {
