@@ -252,8 +252,8 @@ static long proc_kb(const char *file, const char *key)
     return kb;
 }
 
-/* The resident set in kB, exact: smaps_rollup sums the page tables, where VmRSS and VmHWM come
- * from the kernel's per-CPU counts, which it sums only now and then. */
+/* The resident set in kB, exact: smaps_rollup sums the page tables, where VmHWM comes from the
+ * kernel's per-CPU counts, which it sums only now and then. */
 static long exact_rss_kb(void)
 {
     return proc_kb("/proc/self/smaps_rollup", "Rss");

@@ -25,9 +25,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A "Key:   N kB" line of /proc/self/status, -1 if missing. */
-static long status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
+/* A "Key:   N kB" line of a /proc/self file, -1 if missing. */
+static long proc_kb(const char *file, const char *key) {
+    FILE *f = fopen(file, "r");
     char line[256];
     long kb = -1;
     size_t n = strlen(key);
@@ -38,18 +38,9 @@ static long status_kb(const char *key) {
     return kb;
 }
 
-/* The resident set in kB, exact (smaps_rollup sums the page tables; VmRSS and VmHWM come from
- * the kernel's per-CPU counts, which it sums only now and then); -1 if unreadable. */
-static long exact_rss_kb(void) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    long kb = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "Rss:", 4) == 0) sscanf(line + 4, "%ld", &kb);
-    fclose(f);
-    return kb;
-}
+/* The resident set in kB, exact: smaps_rollup sums the page tables (VmHWM comes from the
+ * kernel's per-CPU counts, which it sums only now and then); -1 if unreadable. */
+static long exact_rss_kb(void) { return proc_kb("/proc/self/smaps_rollup", "Rss"); }
 
 /* Inside MPI_Finalize: the largest exact resident set seen at a step's end. */
 static int finalizing;
@@ -168,13 +159,13 @@ int main(int argc, char **argv) {
     report_residency(rank, "/libmpistat.so", "front ");
     report_libc_unwind_tables(rank);
     fflush(stdout);
-    long before = reset_peak() == 0 ? status_kb("VmHWM") : -1;
+    long before = reset_peak() == 0 ? proc_kb("/proc/self/status", "VmHWM") : -1;
     long entry_kb = exact_rss_kb();
     finalize_most_kb = entry_kb;
     finalizing = 1;
     MPI_Finalize();
     finalizing = 0;
-    long peak = status_kb("VmHWM");
+    long peak = proc_kb("/proc/self/status", "VmHWM");
     if (before >= 0 && peak >= 0) printf("rank %d finalize peak_kb=%ld\n", rank, peak - before);
     if (entry_kb >= 0) printf("rank %d finalize steps_kb=%ld\n", rank, finalize_most_kb - entry_kb);
     return 0;
