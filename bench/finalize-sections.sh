@@ -48,7 +48,7 @@ work, release = sys.argv[1:]
 
 def hot_functions(family):
     """The functions the build places in `.text.hot` by attribute (`release_init_pages`,
-    `FinalizeEntry::release_step`): every rank keeps that chunk, and a rule for them in
+    `ResidentMark::release_since`): every rank keeps that chunk, and a rule for them in
     finalize.ld would match nothing."""
     lib = f'{release}/libmpistat_{family}.so'
     start = size = 0

@@ -59,6 +59,7 @@ pub fn job_id(start_unix_ms: u64, pid: u32) -> String {
 }
 
 /// The process's user: its uid and name (the name from `getpwuid_r`, else the uid's digits).
+#[derive(Clone)]
 pub struct Account {
     pub uid: u32,
     pub name: String,

@@ -301,16 +301,17 @@ fn drop_unwritten_pages_but(
 }
 
 /// The read-only pages of every other object loaded (the program, the MPI library and its
-/// components, libc, ...) and which of them were resident at `MPI_Finalize`'s entry
-/// ([`FinalizeEntry::note`]): between the finalize's steps, [`FinalizeEntry::release_step`] drops
-/// those that the finalize itself mapped since (the communicator's creation and the messages in
-/// the MPI library, `getpwuid_r` in libc), so that they count in the step that ran them only, not
-/// in every later one. What the program or the MPI library had resident before stays: the
-/// finalize takes nothing from what the bare job holds. Only clean file-backed pages go
-/// (pagemap-checked, as [`release_symbol_tables`]); without `/proc/self/pagemap` nothing does.
-pub struct FinalizeEntry {
+/// components, libc, ...) and which of them were resident at a mark ([`ResidentMark::note`]):
+/// start-up's beginning and `MPI_Finalize`'s entry. [`ResidentMark::release_since`] drops those
+/// that our own work mapped since: start-up's use of libc (reading site.toml, `getpwuid_r`) before
+/// the real `MPI_Init`, and between the finalize's steps what each step mapped (the
+/// communicator's creation and the messages in the MPI library), so that it counts in the step
+/// that ran it only, not in every later one. What the program or the MPI library had resident
+/// at the mark stays: we take nothing from what the bare job holds. Only clean file-backed pages
+/// go (pagemap-checked, as [`release_symbol_tables`]); without `/proc/self/pagemap` nothing does.
+pub struct ResidentMark {
     ranges: Vec<Range>,
-    /// A bit a page of `ranges`, in order: resident at the entry.
+    /// A bit a page of `ranges`, in order: resident at the mark.
     resident: Vec<u64>,
     page: usize,
 }
@@ -323,18 +324,18 @@ static OWN_BASES: [AtomicUsize; 2] = [const { AtomicUsize::new(UNKNOWN) }; 2];
 /// Pagemap entries read at a time (4 kB of stack).
 const PAGEMAP_BATCH: usize = 512;
 
-impl FinalizeEntry {
+impl ResidentMark {
     /// Note which read-only pages of the other objects are resident now; `None` without
     /// `/proc/self/pagemap` (then nothing is dropped).
     #[link_section = ".text.finalize.mpistat"]
-    pub fn note() -> Option<FinalizeEntry> {
+    pub fn note() -> Option<ResidentMark> {
         let page = page_size();
-        FinalizeEntry::of(others_read_only_ranges(page), page)
+        ResidentMark::of(others_read_only_ranges(page), page)
     }
 
     /// Note which pages of `ranges` (read-only file mappings, whole pages) are resident now.
     #[link_section = ".text.finalize.mpistat"]
-    fn of(ranges: Vec<Range>, page: usize) -> Option<FinalizeEntry> {
+    fn of(ranges: Vec<Range>, page: usize) -> Option<ResidentMark> {
         let pages: usize = ranges.iter().map(|r| (r.end - r.start) / page).sum();
         let mut resident = vec![0u64; pages.div_ceil(64)];
         let pagemap = Pagemap::open()?;
@@ -353,21 +354,21 @@ impl FinalizeEntry {
                 at += got.len() * page;
             }
         }
-        Some(FinalizeEntry {
+        Some(ResidentMark {
             ranges,
             resident,
             page,
         })
     }
 
-    /// Between two steps of the finalize: this library's read-only pages
-    /// ([`release_init_pages`]), and the others' clean pages that were not resident at the entry.
+    /// At start-up's end, and between two steps of the finalize: this library's read-only pages
+    /// ([`release_init_pages`]), and the others' clean pages that were not resident at the mark.
     /// In `.text.hot`, which every rank keeps, as [`release_init_pages`] is: dropping this
     /// library's pages drops `.text.finalize`'s, and a step that came back into them for the
     /// rest of its release mapped the common part's first chunk again (docs/footprint.md,
     /// "finpieces").
     #[link_section = ".text.hot.mpistat"]
-    pub fn release_step(&self) {
+    pub fn release_since(&self) {
         release_init_pages();
         let Some(pagemap) = Pagemap::open() else {
             return;
@@ -806,7 +807,7 @@ mod tests {
             mapped(&mapped_and_copied(start, 6)),
             [false, true, false, false, false, false]
         );
-        let entry = FinalizeEntry::of(
+        let entry = ResidentMark::of(
             vec![Range {
                 start,
                 end: start + len,
@@ -822,7 +823,7 @@ mod tests {
         }
         write_a_copy(map, 4);
         assert_eq!(mapped(&mapped_and_copied(start, 6))[1..5], [true; 4]);
-        entry.release_step();
+        entry.release_since();
         // Page 1 was resident at the entry and stays; 2 and 3 the step mapped, and go; 4 is a
         // copy, and stays with what was written.
         assert_eq!(

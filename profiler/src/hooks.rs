@@ -10,7 +10,7 @@ use crate::detail::Destination;
 use crate::facts::{unix_ms_now, Account, InitFacts};
 use crate::family::{library_version, Built, Family, Probe};
 use crate::ffi::MPI_Comm;
-use crate::footprint::FinalizeEntry;
+use crate::footprint::ResidentMark;
 use crate::gates;
 use crate::generated::routines::id;
 use crate::guard::quietly;
@@ -57,6 +57,15 @@ struct Job {
     detail: Option<Destination>,
     /// The record was written (finalize, abort or exit): never write a second one.
     recorded: bool,
+    /// The user, if looked up at start-up ([`Prepared::account`]).
+    account: Option<Account>,
+}
+
+impl Job {
+    /// The user: as looked up at start-up, else now.
+    fn account(&self) -> Account {
+        self.account.clone().unwrap_or_else(Account::of_process)
+    }
 }
 
 static JOB: Mutex<Option<Job>> = Mutex::new(None);
@@ -101,6 +110,12 @@ struct Prepared {
     trace_wish: Option<usize>,
     /// Clock reading just before the real `MPI_Init` ([`Job::rate_start`]).
     rate_start: Option<Anchor>,
+    /// The user, looked up before the real `MPI_Init` on the rank presumed to write the record
+    /// ([`set_up_before_init`]).
+    account: Option<Account>,
+    /// The other objects' read-only pages resident before start-up ([`recognised`]): what
+    /// start-up mapped of libc and the loader is dropped at its end ([`before_init`]).
+    start: Option<ResidentMark>,
 }
 
 static PREPARED: Mutex<Option<Prepared>> = Mutex::new(None);
@@ -110,7 +125,9 @@ static PREPARED: Mutex<Option<Prepared>> = Mutex::new(None);
 /// nothing is counted and the rank does not say it has the library (so no rank waits for it in a
 /// collective).
 pub(crate) fn recognised() -> bool {
-    let prepared = find_out();
+    let start = ResidentMark::note();
+    let mut prepared = find_out();
+    prepared.start = start;
     let enabled = prepared.config.profiler.enabled;
     crate::peers::wish_trace(crate::trace::wish_level(prepared.trace_wish));
     *PREPARED.lock().unwrap_or_else(|e| e.into_inner()) = Some(prepared);
@@ -167,16 +184,20 @@ fn decide() {
 /// measured when all of it ran after the real call).
 #[link_section = ".text.hot.mpistat"]
 pub fn before_init() {
-    set_up_before_init();
+    if let Some(start) = set_up_before_init().flatten() {
+        start.release_since();
+        drop(start);
+    }
     crate::footprint::release_init_pages();
 }
 
 /// The part of setting up the job that needs no MPI: find every real routine, open the
 /// counters (they count from here: the `MPI_Init` in progress is counted as an MPI call) and
-/// allocate the superstep buffer. What runs after the real `MPI_Init` is only what needs it
-/// ([`start_job`]).
+/// allocate the superstep buffer, and look the user up on the rank presumed to write the record.
+/// What runs after the real `MPI_Init` is only what needs it ([`start_job`]). Returns the pages
+/// resident before start-up ([`Prepared::start`]).
 #[inline(never)]
-fn set_up_before_init() {
+fn set_up_before_init() -> Option<Option<ResidentMark>> {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
@@ -196,11 +217,21 @@ fn set_up_before_init() {
             if p.trace_wish.is_some() {
                 crate::trace::prepare(&p.config.trace);
             }
+            // `getpwuid_r` maps libc's and NSS's code (64-128 kB): here, in a process still
+            // small, and dropped before the real `MPI_Init` with the rest of start-up's, it adds
+            // to no peak; at `MPI_Finalize` it made rank 0's largest step. A wrong guess only
+            // moves the look-up back there.
+            let presumed = crate::node::presumed_rank(|name| std::env::var(name).ok());
+            if presumed.unwrap_or(0) == 0 {
+                p.account = Some(Account::of_process());
+            }
         }
+        let start = prepared.as_mut().and_then(|p| p.start.take());
         drop(prepared);
         crate::peers::announce_before_init();
         register_exit_hook();
-    });
+        start
+    })
 }
 
 /// Open this thread's counters; `in_counted_call`: inside the counted `MPI_Init`, whose call
@@ -255,6 +286,8 @@ fn find_out() -> Prepared {
         counters: (names, unavailable),
         trace_wish: crate::trace::wish(&config, &mut config_problems),
         rate_start: None,
+        account: None,
+        start: None,
         config,
         config_problems,
     }
@@ -276,6 +309,8 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             counters: (names, unavailable),
             trace_wish,
             rate_start,
+            account,
+            start: _,
         }) = taken
         else {
             return;
@@ -310,6 +345,7 @@ fn start_job(provided: c_int, via_pmpi: bool, argc: *const c_int) {
             call_cost_ticks,
             detail,
             recorded: false,
+            account,
         };
         // Opened before the real MPI_Init, unless that call was not counted (then not in it).
         start_counters(
@@ -400,10 +436,17 @@ fn publish(
     partial: Option<String>,
     release_step: &dyn Fn(),
 ) {
-    // Its own step: `getpwuid_r` maps libc's code (and NSS's) that the record's building and
-    // sending need not keep.
-    let account = Account::of_process();
-    release_step();
+    // Looked up at start-up on the rank presumed to write the record; else here, in its own
+    // step: `getpwuid_r` maps libc's code (and NSS's) that the record's building and sending
+    // need not keep.
+    let account = match &job.account {
+        Some(known) => known.clone(),
+        None => {
+            let looked_up = Account::of_process();
+            release_step();
+            looked_up
+        }
+    };
     let mut record = build_record(
         &job.init,
         reduced,
@@ -554,9 +597,9 @@ fn reduce_and_publish(
     // maps 64 kB at a time around each fault: dropping what a step mapped before the next one
     // (footprint.rs) makes the peak the largest step's rather than all of theirs
     // (docs/footprint.md "Finalize"), for a few re-faults.
-    let entry = FinalizeEntry::note();
+    let entry = ResidentMark::note();
     let release_step = || match &entry {
-        Some(entry) => entry.release_step(),
+        Some(entry) => entry.release_since(),
         None => crate::footprint::release_init_pages(),
     };
     // The program's first call of MPI_Finalize was bound lazily, through the front's symbol
@@ -767,7 +810,7 @@ fn write_subtotals() {
             &job.config.profiler,
             library_version(),
             None,
-            Account::of_process(),
+            job.account(),
         );
         record.ranks = 1;
         let text = format!(

@@ -36,6 +36,21 @@ pub fn local_rank(var: impl Fn(&str) -> Option<String>, world_rank: u32) -> Opti
     .and_then(|(_, local)| number(local))
 }
 
+/// This rank's rank in the job as its launcher tells it before `MPI_Init`: Open MPI
+/// (`OMPI_COMM_WORLD_RANK`), MPICH's Hydra (`PMI_RANK`), PMIx (`PMIX_RANK`), else Slurm's srun
+/// (`SLURM_PROCID`, last: a batch step's is inherited by an `mpirun` inside it). A guess: only
+/// where to do work early depends on it, never a figure.
+pub fn presumed_rank(var: impl Fn(&str) -> Option<String>) -> Option<u32> {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|name| var(name).and_then(|v| v.trim().parse::<u32>().ok()))
+}
+
 /// Tasks on node `node` from Slurm's compressed list, e.g. `2(x3),1`: nodes 0-2 run 2, node 3 runs 1.
 fn slurm_tasks_on_node(list: &str, node: u32) -> Option<u32> {
     let mut first = 0u32;
@@ -377,6 +392,18 @@ mod tests {
         let srun = [("SLURM_PROCID", "7"), ("SLURM_LOCALID", "3")];
         assert_eq!(local_rank(env(&srun), 7), Some(3));
         assert_eq!(local_rank(env(&[]), 0), None);
+    }
+
+    #[test]
+    fn the_presumed_rank_is_the_launchers_own_before_an_inherited_slurm_one() {
+        let ompi_in_batch = [("SLURM_PROCID", "0"), ("OMPI_COMM_WORLD_RANK", "5")];
+        assert_eq!(presumed_rank(env(&ompi_in_batch)), Some(5));
+        let hydra_in_batch = [("SLURM_PROCID", "0"), ("PMI_RANK", "3")];
+        assert_eq!(presumed_rank(env(&hydra_in_batch)), Some(3));
+        assert_eq!(presumed_rank(env(&[("PMIX_RANK", "2")])), Some(2));
+        assert_eq!(presumed_rank(env(&[("SLURM_PROCID", "7")])), Some(7));
+        assert_eq!(presumed_rank(env(&[("PMI_RANK", "x")])), None);
+        assert_eq!(presumed_rank(env(&[])), None);
     }
 
     #[test]

@@ -34,6 +34,12 @@ fn check_partial_record(
         "record not marked partial: {record:#?}"
     );
     assert_eq!(record.ranks, 4);
+    // The rank that wrote it looked its user up itself: only the rank its launcher numbers 0
+    // does so before `MPI_Init` (hooks.rs).
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let user = mpistat_site::accounts::System::default().name_of(uid);
+    assert_eq!((record.uid, Some(record.user.clone())), (uid, user));
     assert_routines(&record, expected);
     let allowed: Vec<&str> = LIFECYCLE.iter().chain(also_allowed).copied().collect();
     assert_no_other_routines(&record, expected, &allowed);
