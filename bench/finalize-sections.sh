@@ -23,6 +23,8 @@ write=false
 source "$root/bench/lib.sh"
 finalize_setup finalize-sections
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# A variable of the site's environment whitelist, as most jobs have one (the record's building
+# then fills its map of them).
 callgrind=(valgrind --tool=callgrind --demangle=no '--toggle-collect=*before_finalize*'
     '--dump-before=*release_init_pages*')
 for family in openmpi mpich; do
@@ -31,11 +33,11 @@ for family in openmpi mpich; do
     case $family in
     openmpi)
         mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 -x "LD_PRELOAD=$lib" \
-            -x "MPISTAT_CONFIG=$work/openmpi.toml" "${callgrind[@]}" \
+            -x "MPISTAT_CONFIG=$work/openmpi.toml" -x OMP_NUM_THREADS=1 "${callgrind[@]}" \
             "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" >/dev/null 2>&1
         ;;
     mpich)
-        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" \
+        mpirun.mpich -np 2 -env LD_PRELOAD "$lib" -env MPISTAT_CONFIG "$work/mpich.toml" -env OMP_NUM_THREADS 1 \
             "${callgrind[@]}" "--callgrind-out-file=$work/$family/cg.%p" "$work/$family/fp" \
             >/dev/null 2>&1
         ;;
