@@ -201,6 +201,7 @@ fn set_up_before_init() -> Option<Option<ResidentMark>> {
     quietly(|| {
         crate::generated::wrappers::prefetch_all();
         PCONTROL.prefetch();
+        crate::family::look_up_predefined();
         crate::threads::give_main_table();
         let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = prepared.as_mut() {

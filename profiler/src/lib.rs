@@ -17,6 +17,39 @@
 // clippy cannot know that and would have every function taking a handle be `unsafe`.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
+/// A C string in `.text.init`, beside the code that passes it to PMIx, PMI-1 or `getenv` inside
+/// `MPI_Init` and at its end: as a literal it lay with the crate's anonymous constants in `.text.finalize`'s first
+/// chunk, which those calls then mapped into `MPI_Init`'s peak (docs/footprint.md, "initpeak").
+macro_rules! init_c_str {
+    ($text:literal) => {{
+        const LEN: usize = $text.len();
+        #[link_section = ".text.init.mpistat"]
+        static BYTES: [u8; LEN + 1] = {
+            let mut bytes = [0; LEN + 1];
+            let mut i = 0;
+            while i < LEN {
+                assert!($text.as_bytes()[i] != 0, "a C string has no NUL inside");
+                bytes[i] = $text.as_bytes()[i];
+                i += 1;
+            }
+            bytes
+        };
+        // SAFETY: the text's bytes, none of them NUL, and a NUL after them.
+        unsafe { ::std::ffi::CStr::from_bytes_with_nul_unchecked(&BYTES) }
+    }};
+}
+
+/// Bytes in `.text.init`, as [`init_c_str!`] for what is not a C string (PMI-1's requests and
+/// field names, which the end of `MPI_Init` writes and compares under MPICH).
+macro_rules! init_bytes {
+    ($bytes:literal) => {{
+        #[link_section = ".text.init.mpistat"]
+        static BYTES: [u8; $bytes.len()] = *$bytes;
+        let bytes: &'static [u8] = &BYTES;
+        bytes
+    }};
+}
+
 pub mod analyse;
 pub mod callsite;
 pub mod claim;

@@ -84,7 +84,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering::Relaxed};
 /// The key a profiled rank publishes: an unsigned byte, how strongly this rank wants the job
 /// traced (0: not at all; see [`wish_trace`]), so that the ranks agree on tracing without a
 /// collective of their own.
-pub const KEY: &CStr = c"mpistat.profiled";
+pub static KEY: &CStr = init_c_str!("mpistat.profiled");
 
 // The PMIx standard's ABI (stable since PMIx v2; Debian 12's libpmix.so.2 is PMIx 4.2).
 const PMIX_SUCCESS: c_int = 0;
@@ -153,19 +153,20 @@ impl Pmix {
         let mut p = crate::next::after_us(self.name);
         if p.is_null() {
             // A libpmix opened `RTLD_LOCAL` by an MPI component, whatever its soname.
-            p = mpistat_abi::in_loaded(b"libpmix.so", self.name);
+            p = mpistat_abi::in_loaded(LIBPMIX.to_bytes(), self.name);
         }
         self.addr.store(p, Relaxed);
         (!p.is_null()).then_some(p)
     }
 }
 
-static FENCE: Pmix = Pmix::new(c"PMIx_Fence");
-static FENCE_NB: Pmix = Pmix::new(c"PMIx_Fence_nb");
-static PUT: Pmix = Pmix::new(c"PMIx_Put");
-static COMMIT: Pmix = Pmix::new(c"PMIx_Commit");
-static GET: Pmix = Pmix::new(c"PMIx_Get");
-static VALUE_DESTRUCT: Pmix = Pmix::new(c"PMIx_Value_destruct");
+static LIBPMIX: &CStr = init_c_str!("libpmix.so");
+static FENCE: Pmix = Pmix::new(init_c_str!("PMIx_Fence"));
+static FENCE_NB: Pmix = Pmix::new(init_c_str!("PMIx_Fence_nb"));
+static PUT: Pmix = Pmix::new(init_c_str!("PMIx_Put"));
+static COMMIT: Pmix = Pmix::new(init_c_str!("PMIx_Commit"));
+static GET: Pmix = Pmix::new(init_c_str!("PMIx_Get"));
+static VALUE_DESTRUCT: Pmix = Pmix::new(init_c_str!("PMIx_Value_destruct"));
 
 /// The next fence is `MPI_Init`'s: put the key before it.
 static ARMED: AtomicBool = AtomicBool::new(false);
@@ -187,7 +188,7 @@ pub fn announce_at_init() {
 
 /// The key to ask a fence to collect every process's data (else each `PMIx_Get` of a peer's data
 /// would ask that peer: "direct modex"), a boolean.
-const PMIX_COLLECT_DATA: &[u8] = b"pmix.collect";
+static PMIX_COLLECT_DATA: &CStr = init_c_str!("pmix.collect");
 
 /// Whether the fence with these `info` collects every process's data (so that after it a
 /// missing key means the rank did not put it).
@@ -203,7 +204,7 @@ unsafe fn collects_data(info: *const Info, ninfo: usize) -> bool {
     let infos = unsafe { std::slice::from_raw_parts(info, ninfo) };
     infos.iter().any(|i| {
         let key = i.key.iter().take_while(|c| **c != 0).map(|c| *c as u8);
-        key.eq(PMIX_COLLECT_DATA.iter().copied())
+        key.eq(PMIX_COLLECT_DATA.to_bytes().iter().copied())
             && i.value.kind == PMIX_BOOL
             && i.value.data[0] as u8 != 0
     })
@@ -328,8 +329,9 @@ impl Getter {
         // The namespace first: without PMIx (MPICH's Hydra) looking for `PMIx_Get` searched
         // every loaded object's symbols, and `mpistat_abi::in_loaded` in `.text`, at the end of
         // `MPI_Init` (two more chunks in its peak).
+        let name = init_c_str!("PMIX_NAMESPACE");
         // SAFETY: getenv with a NUL-terminated name; the value is read at once.
-        let nspace = unsafe { libc::getenv(c"PMIX_NAMESPACE".as_ptr()) };
+        let nspace = unsafe { libc::getenv(name.as_ptr()) };
         if nspace.is_null() {
             return None;
         }
@@ -404,13 +406,14 @@ impl Getter {
 /// allocation (it runs right after the real `MPI_Init`: footprint.rs).
 #[link_section = ".text.init.mpistat"]
 pub fn with_local_peers<T>(read: impl FnOnce(&[u8]) -> T) -> Option<T> {
-    Getter::new()?.job_bytes(c"pmix.lpeers", read)
+    Getter::new()?.job_bytes(init_c_str!("pmix.lpeers"), read)
 }
 
 /// The job's nodes, in PMIx's order (`PMIX_NODE_LIST`), if PMIx says; a local look-up.
 pub fn node_list() -> Option<Vec<String>> {
-    let list =
-        Getter::new()?.job_bytes(c"pmix.nlist", |b| String::from_utf8_lossy(b).into_owned())?;
+    let list = Getter::new()?.job_bytes(init_c_str!("pmix.nlist"), |b| {
+        String::from_utf8_lossy(b).into_owned()
+    })?;
     let hosts: Vec<String> = list.split(',').map(|h| h.trim().to_string()).collect();
     (!hosts.iter().any(String::is_empty)).then_some(hosts)
 }

@@ -131,19 +131,19 @@ pub fn decimal(bytes: &[u8]) -> Option<u32> {
 /// What a `get_result` line says of a key: its value, `None` if nobody put it.
 #[link_section = ".text.init.mpistat"]
 pub fn get_result<'a>(line: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]>, Surprise> {
-    if field(line, b"cmd") != Some(b"get_result") {
+    if field(line, init_bytes!(b"cmd")) != Some(init_bytes!(b"get_result")) {
         return Err(Surprise::Unexpected);
     }
     match (
-        field(line, b"rc"),
-        field(line, b"msg"),
-        field(line, b"value"),
+        field(line, init_bytes!(b"rc")),
+        field(line, init_bytes!(b"msg")),
+        field(line, init_bytes!(b"value")),
     ) {
         (Some(b"0"), Some(b"success"), Some(value)) => Ok(Some(value)),
         (Some(b"-1"), Some(msg), _)
             if msg
-                .strip_prefix(b"key_")
-                .and_then(|m| m.strip_suffix(b"_not_found"))
+                .strip_prefix(init_bytes!(b"key_"))
+                .and_then(|m| m.strip_suffix(init_bytes!(b"_not_found")))
                 == Some(key) =>
         {
             Ok(None)
@@ -182,13 +182,14 @@ impl Client {
     /// `init`: a dialog of ours there would hang MPICH's `MPI_Init`, see [`crate::peers`].)
     #[link_section = ".text.init.mpistat"]
     pub fn from_env() -> Result<Client, Surprise> {
-        let hydra = env_number(c"MPI_LOCALNRANKS").is_some();
+        let hydra = env_number(init_c_str!("MPI_LOCALNRANKS")).is_some();
+        let port_name = init_c_str!("PMI_PORT");
         // SAFETY: getenv with a NUL-terminated name.
-        let port = !unsafe { libc::getenv(c"PMI_PORT".as_ptr()) }.is_null();
+        let port = !unsafe { libc::getenv(port_name.as_ptr()) }.is_null();
         let (Some(fd), Some(rank), Some(size)) = (
-            env_number(c"PMI_FD"),
-            env_number(c"PMI_RANK"),
-            env_number(c"PMI_SIZE"),
+            env_number(init_c_str!("PMI_FD")),
+            env_number(init_c_str!("PMI_RANK")),
+            env_number(init_c_str!("PMI_SIZE")),
         ) else {
             return Err(Surprise::NotHydra);
         };
@@ -203,12 +204,15 @@ impl Client {
     #[link_section = ".text.init.mpistat"]
     pub fn init(&self) -> Result<(), Surprise> {
         let mut reply = Line::new();
-        self.exchange(b"cmd=init pmi_version=1 pmi_subversion=1\n", &mut reply)?;
+        self.exchange(
+            init_bytes!(b"cmd=init pmi_version=1 pmi_subversion=1\n"),
+            &mut reply,
+        )?;
         let r = reply.as_bytes();
-        let ok = field(r, b"cmd") == Some(b"response_to_init")
-            && field(r, b"pmi_version") == Some(b"1")
-            && field(r, b"pmi_subversion") == Some(b"1")
-            && field(r, b"rc") == Some(b"0");
+        let ok = field(r, init_bytes!(b"cmd")) == Some(init_bytes!(b"response_to_init"))
+            && field(r, init_bytes!(b"pmi_version")) == Some(init_bytes!(b"1"))
+            && field(r, init_bytes!(b"pmi_subversion")) == Some(init_bytes!(b"1"))
+            && field(r, init_bytes!(b"rc")) == Some(init_bytes!(b"0"));
         ok.then_some(()).ok_or(Surprise::Unexpected)
     }
 
@@ -216,9 +220,12 @@ impl Client {
     #[link_section = ".text.init.mpistat"]
     pub fn kvsname(&self, kvs: &mut Line) -> Result<(), Surprise> {
         let mut reply = Line::new();
-        self.exchange(b"cmd=get_my_kvsname\n", &mut reply)?;
+        self.exchange(init_bytes!(b"cmd=get_my_kvsname\n"), &mut reply)?;
         let r = reply.as_bytes();
-        match (field(r, b"cmd"), field(r, b"kvsname")) {
+        match (
+            field(r, init_bytes!(b"cmd")),
+            field(r, init_bytes!(b"kvsname")),
+        ) {
             (Some(b"my_kvsname"), Some(name)) if !name.is_empty() => {
                 kvs.push(name)?;
                 Ok(())
@@ -231,9 +238,10 @@ impl Client {
     #[link_section = ".text.init.mpistat"]
     pub fn put(&self, kvs: &[u8], key: &[u8], value: &[u8]) -> Result<(), Surprise> {
         let mut reply = Line::new();
-        self.about_key(b"put", kvs, key, Some(value), &mut reply)?;
+        self.about_key(init_bytes!(b"put"), kvs, key, Some(value), &mut reply)?;
         let r = reply.as_bytes();
-        let ok = field(r, b"cmd") == Some(b"put_result") && field(r, b"rc") == Some(b"0");
+        let ok = field(r, init_bytes!(b"cmd")) == Some(init_bytes!(b"put_result"))
+            && field(r, init_bytes!(b"rc")) == Some(init_bytes!(b"0"));
         ok.then_some(()).ok_or(Surprise::Unexpected)
     }
 
@@ -241,7 +249,7 @@ impl Client {
     #[link_section = ".text.init.mpistat"]
     pub fn get(&self, kvs: &[u8], key: &[u8], value: &mut Line) -> Result<bool, Surprise> {
         let mut reply = Line::new();
-        self.about_key(b"get", kvs, key, None, &mut reply)?;
+        self.about_key(init_bytes!(b"get"), kvs, key, None, &mut reply)?;
         match get_result(reply.as_bytes(), key)? {
             Some(v) => {
                 value.push(v)?;
@@ -263,16 +271,16 @@ impl Client {
     ) -> Result<(), Surprise> {
         let mut request = Line::new();
         request
-            .push(b"cmd=")?
+            .push(init_bytes!(b"cmd="))?
             .push(cmd)?
-            .push(b" kvsname=")?
+            .push(init_bytes!(b" kvsname="))?
             .push(kvs)?
-            .push(b" key=")?
+            .push(init_bytes!(b" key="))?
             .push(key)?;
         if let Some(value) = value {
-            request.push(b" value=")?.push(value)?;
+            request.push(init_bytes!(b" value="))?.push(value)?;
         }
-        request.push(b"\n")?;
+        request.push(init_bytes!(b"\n"))?;
         self.exchange(request.as_bytes(), reply)
     }
 

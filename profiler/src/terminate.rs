@@ -154,6 +154,7 @@ fn spawn_helper() -> bool {
         }
         std::ptr::null_mut()
     }
+    let name = init_c_str!("mpistat-sigterm");
     // SAFETY: pthread attributes initialised before use and destroyed after; the thread runs a
     // plain extern "C" function that catches every panic of what it calls (guard::quietly).
     unsafe {
@@ -167,7 +168,7 @@ fn spawn_helper() -> bool {
         let rc = libc::pthread_create(&mut thread, &attr, helper, std::ptr::null_mut());
         libc::pthread_attr_destroy(&mut attr);
         if rc == 0 {
-            libc::pthread_setname_np(thread, c"mpistat-sigterm".as_ptr());
+            libc::pthread_setname_np(thread, name.as_ptr());
         }
         rc == 0
     }

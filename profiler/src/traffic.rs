@@ -150,7 +150,11 @@ static GENERATION: AtomicU64 = AtomicU64::new(1);
 pub fn forget_memos() {
     GENERATION.fetch_add(1, Relaxed);
     crate::threads::forget_world_memos();
-    stash_held();
+    // Tested here, not only in it: the end of `MPI_Init` forgets the memos with nothing held,
+    // and calling `stash_held` (cold, in `.text`) mapped a chunk into its peak.
+    if held_any() {
+        stash_held();
+    }
 }
 
 /// Size in bytes of one element of `datatype`, from this thread's cache when it holds it. One

@@ -6,7 +6,10 @@
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
  * mapping: private to each process), the front's prefixed "front"; and "libc unwind rss_kb=N
  * size_kb=M" for libc's unwind tables (`.eh_frame_hdr`, then `.eh_frame` to the end of their
- * segment) past their first 64 KiB chunk, which an unwinding through libc's frames reads. With the argument "pcontrol"
+ * segment) past their first 64 KiB chunk, which an unwinding through libc's frames reads; and
+ * "init code_chunks=N", the 64 KiB chunks of the profiler's code resident at the last of its
+ * releases in MPI_Init (its malloc_trim at the end of MPI_Init, where the peak is; -1 without
+ * one). With the argument "pcontrol"
  * each iteration also pauses counting around a barrier (MPI_Pcontrol(0) ... MPI_Pcontrol(1)); with
  * "late" the program calls MPI_Bcast for the first time after the loop (a rooted collective: no
  * superstep, so no cold point of the superstep schedule, follows its lazy binding).
@@ -46,6 +49,44 @@ static long exact_rss_kb(void) { return proc_kb("/proc/self/smaps_rollup", "Rss"
 static int finalizing;
 static long finalize_most_kb;
 
+/* Inside MPI_Init: how many 64 KiB chunks of the profiler's code were resident at its last
+ * release, the end of MPI_Init, where its peak is (-1: no release seen). */
+static int initializing;
+static int init_code_chunks = -1;
+
+/* The 64 KiB chunks (as the kernel's fault-around takes them) of libmpistat_*'s code with a page
+ * present (/proc/self/pagemap); -1 if they cannot be read. */
+static int code_chunks(void) {
+    FILE *maps = fopen("/proc/self/maps", "r");
+    int pagemap = open("/proc/self/pagemap", O_RDONLY);
+    char line[1024];
+    int chunks = 0;
+    if (!maps || pagemap < 0) {
+        if (maps) fclose(maps);
+        if (pagemap >= 0) close(pagemap);
+        return -1;
+    }
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, end;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &start, &end, perms) != 3 || strcmp(perms, "r-xp") != 0 ||
+            !strstr(line, "/libmpistat_"))
+            continue;
+        for (unsigned long c = start & ~0xffffUL; c < end; c += 0x10000) {
+            int present = 0;
+            for (unsigned long a = c < start ? start : c; a < c + 0x10000 && a < end && !present;
+                 a += 4096) {
+                uint64_t entry;
+                present = pread(pagemap, &entry, 8, (off_t)(a / 4096) * 8) == 8 && (entry >> 63);
+            }
+            chunks += present;
+        }
+    }
+    fclose(maps);
+    close(pagemap);
+    return chunks;
+}
+
 /* The profiler starts dropping what each finalize step mapped with malloc_trim
  * (profiler/src/footprint.rs): read the resident set there, with the step's code, heap and
  * stack still in it. */
@@ -55,6 +96,7 @@ int malloc_trim(size_t pad) {
         long kb = exact_rss_kb();
         if (kb > finalize_most_kb) finalize_most_kb = kb;
     }
+    if (initializing) init_code_chunks = code_chunks();
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "malloc_trim");
     return real ? real(pad) : 0;
 }
@@ -139,7 +181,9 @@ int main(int argc, char **argv) {
     /* "pcontrol": each iteration also pauses counting around a barrier (an mpiP-style region). */
     int pause = argc > 1 && strcmp(argv[1], "pcontrol") == 0;
     int late = argc > 1 && strcmp(argv[1], "late") == 0;
+    initializing = 1;
     MPI_Init(&argc, &argv);
+    initializing = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int i = 0; i < 5000; i++) {
@@ -155,6 +199,7 @@ int main(int argc, char **argv) {
         }
     }
     if (late) MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    printf("rank %d init code_chunks=%d\n", rank, init_code_chunks);
     report_residency(rank, "/libmpistat_", "");
     report_residency(rank, "/libmpistat.so", "front ");
     report_libc_unwind_tables(rank);

@@ -100,6 +100,18 @@ pub enum Predefined {
     ErrorsReturn,
 }
 
+impl Predefined {
+    pub const ALL: [Predefined; 7] = [
+        Predefined::CommWorld,
+        Predefined::CommNull,
+        Predefined::InfoNull,
+        Predefined::RequestNull,
+        Predefined::Uint64,
+        Predefined::OpMax,
+        Predefined::ErrorsReturn,
+    ];
+}
+
 /// What a family is to the profiler.
 pub trait Family {
     /// How records and messages name the family.

@@ -29,6 +29,7 @@ pub use interface::{library_version, lower_half, Family, Handle, Predefined, Pro
 
 use crate::ffi::MPI_Status;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// The family this build's wrappers were generated for.
 #[cfg(mpistat_family = "openmpi")]
@@ -52,5 +53,33 @@ pub fn no_status(status: *const MPI_Status) -> bool {
 
 /// A predefined object of [`Built`], typed as the handle it is used as.
 pub fn predefined<T: Handle>(object: Predefined) -> Option<T> {
-    Built::predefined(object).map(T::from_key)
+    predefined_key(object).map(T::from_key)
+}
+
+/// [`Built::predefined`], remembered ([`PREDEFINED`]).
+fn predefined_key(object: Predefined) -> Option<usize> {
+    let known = &PREDEFINED[object as usize];
+    match known.load(Relaxed) {
+        0 => {
+            let found = Built::predefined(object)?;
+            known.store(found, Relaxed);
+            Some(found)
+        }
+        key => Some(key),
+    }
+}
+
+/// The predefined objects' handles as first looked up (0: not yet, or not found). A handle
+/// stays the same for the process's life; Open MPI's are found by name (`dlsym`), and the names
+/// are constants of `.text.finalize`'s first chunk, which a look-up at the end of `MPI_Init`
+/// mapped into its peak.
+static PREDEFINED: [AtomicUsize; Predefined::ALL.len()] =
+    [const { AtomicUsize::new(0) }; Predefined::ALL.len()];
+
+/// Look every predefined object up: before the real `MPI_Init`, where start-up's code is mapped
+/// anyway and dropped after.
+pub fn look_up_predefined() {
+    for object in Predefined::ALL {
+        predefined_key(object);
+    }
 }
