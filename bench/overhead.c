@@ -39,7 +39,10 @@
  *       (ns per iteration: medians over the pairs; added and ratio: medians of the pairs' own)
  *   mem vmrss_kb_max=N vmrss_kb_mean=F vmhwm_kb_max=N vmhwm_kb_mean=F rssanon_kb_max=N rssanon_kb_mean=F
  *       pss_kb_max=N pss_kb_mean=F inithwm_kb_max=N inithwm_kb_mean=F msghwm_kb_max=N msghwm_kb_mean=F
- * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up; msghwm:
+ *       initexact_kb_max=N initexact_kb_mean=F
+ * (inithwm: the peak resident set right after MPI_Init, where a profiler sets itself up;
+ * initexact: the same exact, the most of the resident set at MPI_Init's return and, with
+ * libmpistat, at each of its releases inside MPI_Init (see malloc_trim below); msghwm:
  * right after the job's first messages, a 0-byte ping-pong and an MPI_Iprobe, which map MPI's
  * point-to-point code: a job that communicates has that in its peak whatever runs at MPI_Init)
  *   finalize ms=F peak_kb=N [steps_kb=N]
@@ -259,6 +262,10 @@ static long exact_rss_kb(void)
     return proc_kb("/proc/self/smaps_rollup", "Rss");
 }
 
+/* Inside MPI_Init: the largest exact resident set seen at libmpistat's releases. */
+static int initializing;
+static long init_most_kb = -1;
+
 /* Inside MPI_Finalize: the largest exact resident set seen, and the time spent reading it. */
 static int finalizing;
 static long finalize_most_kb = -1;
@@ -270,10 +277,17 @@ static double finalize_reading_ns;
  * (bench/run.sh links it with --export-dynamic-symbol=malloc_trim) and so found before libc's,
  * reads the exact resident set there: at each step's end, with the step's heap and stack still
  * in it. VmHWM sees a peak only where the MPI library unmaps something, from approximate
- * counts (a bare MPI_Finalize reads -170 to -340 kB). A job without libmpistat never calls it. */
+ * counts (a bare MPI_Finalize reads -170 to -340 kB). A job without libmpistat never calls it.
+ * Inside MPI_Init the same releases end libmpistat's start-up (before the real MPI_Init) and its
+ * set-up of the job (at its end): their readings, with MPI_Init's return, are its exact peak. */
 int malloc_trim(size_t pad)
 {
     static int (*real)(size_t);
+    if (initializing) {
+        long kb = exact_rss_kb();
+        if (kb > init_most_kb)
+            init_most_kb = kb;
+    }
     if (finalizing) {
         double t0 = now_ns();
         long kb = exact_rss_kb();
@@ -309,8 +323,13 @@ int main(int argc, char **argv)
     if (reps < 1)
         reps = 1;
 
+    initializing = 1;
     MPI_Init(&argc, &argv);
+    initializing = 0;
     long init_hwm = proc_kb("/proc/self/status", "VmHWM");
+    long init_exact = exact_rss_kb();
+    if (init_most_kb > init_exact)
+        init_exact = init_most_kb;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size < 2) {
@@ -349,17 +368,18 @@ int main(int argc, char **argv)
      * the processes that map it. Read after the loops and before the A/B blocks: their pauses
      * (MPI_Pcontrol) run the general copies of the wrappers, one more chunk of code that a job
      * which never pauses does not map. */
-    enum { NREAD = 4, NMEM = NREAD + 2 };
+    enum { NREAD = 4, NMEM = NREAD + 3 };
     static const char *const mem_files[NREAD] = {"/proc/self/status", "/proc/self/status",
                                                  "/proc/self/status", "/proc/self/smaps_rollup"};
     static const char *const mem_keys[NREAD] = {"VmRSS", "VmHWM", "RssAnon", "Pss"};
-    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm", "rssanon", "pss", "inithwm",
-                                                "msghwm"};
+    static const char *const mem_names[NMEM] = {"vmrss", "vmhwm",   "rssanon",  "pss",
+                                                "inithwm", "msghwm", "initexact"};
     long mem[NMEM];
     for (int k = 0; k < NREAD; k++)
         mem[k] = proc_kb(mem_files[k], mem_keys[k]);
     mem[NREAD] = init_hwm;
     mem[NREAD + 1] = msg_hwm;
+    mem[NREAD + 2] = init_exact;
 
     long *all = malloc(NMEM * (size_t)size * sizeof *all);
     if (!all)

@@ -92,7 +92,7 @@ const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
 const PMIX_BOOL: u16 = 1;
 const PMIX_UINT8: u16 = 12;
 const PMIX_GLOBAL: u8 = 3;
-const PMIX_OPTIONAL: &[u8] = b"pmix.optional";
+static PMIX_OPTIONAL: &[u8] = init_bytes!(b"pmix.optional");
 
 #[repr(C)]
 struct Proc {
@@ -499,7 +499,7 @@ fn tally(
 #[link_section = ".text.init.mpistat"]
 pub fn pmi1_key(rank: u32) -> Result<pmi1::Line, pmi1::Surprise> {
     let mut key = pmi1::Line::new();
-    key.push(b"mpistat.")?.number(rank)?;
+    key.push(init_bytes!(b"mpistat."))?.number(rank)?;
     Ok(key)
 }
 
@@ -575,7 +575,11 @@ pub fn pmi1_mapping() -> Option<crate::node::Mapping> {
     pmi.kvsname(&mut kvs).ok()?;
     let mut value = pmi1::Line::new();
     if !pmi
-        .get(kvs.as_bytes(), b"PMI_process_mapping", &mut value)
+        .get(
+            kvs.as_bytes(),
+            init_bytes!(b"PMI_process_mapping"),
+            &mut value,
+        )
         .ok()?
     {
         return None;
