@@ -11,8 +11,10 @@
 #     bench/trace-sections.sh > /tmp/list   # then replace the list in profiler/trace.ld
 #
 # trace.ld splits the list by hand: what a traced loop runs in every superstep or spill in
-# `.text.trace`, the rest (run once: the spill file's opening, a new call site's tables; and the
-# end of MPI_Init) in `.text.once`; bench/trace-walk.sh shows a function in the wrong one.
+# `.text.trace`, the rest (run once: the spill file's opening, a new call site's tables) in
+# `.text.once`; what the end of MPI_Init runs goes with its set-up in `.text.init` (finalize.ld's
+# rules, which place it first: mpi_init_ends_with_two_chunks_of_our_code checks it);
+# bench/trace-walk.sh shows a function in the wrong one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 lib=$root/target/release/libmpistat.so

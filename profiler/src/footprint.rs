@@ -16,6 +16,9 @@
 //! it (setting up the job with MPI's rank and size) is kept to one more 64 KiB chunk,
 //! `.text.init`, allocation-free and without std code that lives elsewhere: every chunk of code
 //! it touched would add 64 KiB to MPI_Init's peak resident set until the release at its end.
+//! The constants it reads go there too: the C strings it gives PMIx, PMI-1, `getenv`
+//! (`init_c_str!`, `init_bytes!`), and no predefined handle is looked up by name after start-up
+//! (`family::predefined` remembers them).
 //!
 //! The hot path lives in one 64 KiB-aligned chunk (`profiler/hot.ld`, spec term `hot`), every
 //! real routine is looked up during `MPI_Init` ([`crate::next::Next::prefetch`]), and the
