@@ -67,11 +67,6 @@ for line in open(raw_file):
 med = statistics.median
 
 
-def d_exact(layout, mode):
-    """Whether the exact MPI_Init peak was read for `mode` (bench/overhead.c's initexact)."""
-    return bool(mem[layout]["initexact_kb_mean"][mode])
-
-
 def central_mean(values):
     """Mean of the middle 80 % (a tenth of the values dropped at each end). Per job, the in-job
     A/B and a paused call's time take one of two levels (the two vCPUs' placement on the host
@@ -282,7 +277,7 @@ for layout, title in (("2", "2 ranks"), ("4o", "4 ranks on 2 cores"), ("2m", "MP
                 )
                 shown = verdict(a <= limit, f"<= {limit} kB") if judged else ""
                 # VmHWM right after MPI_Init has an exact twin, the row below it, which is judged.
-                if judged and key == "inithwm_kb_mean" and d_exact(layout, mode):
+                if judged and key == "inithwm_kb_mean" and mem[layout]["initexact_kb_mean"][mode]:
                     shown = "approximate: see exact"
                 print(f"{'':<34} {mode:<10} {med(d[mode]):>9.0f} {a:>9.0f}  {shown}")
 

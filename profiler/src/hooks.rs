@@ -177,8 +177,8 @@ fn decide() {
 
 /// Before the real `MPI_Init` / `MPI_Init_thread` (of a counted call): find every real routine,
 /// open the counters, allocate the thread's table and the superstep buffer, register the exit
-/// hook ([`set_up_before_init`]), then release the pages start-up used (reading site.toml
-/// happened at recognition, just before).
+/// hook ([`set_up_before_init`]), then release the pages start-up used, ours and the other
+/// objects' it mapped since recognition (reading site.toml, the user's look-up).
 /// Done here, start-up maps our code and heap while the process is still small, so the peak
 /// resident set stays MPI_Init's own (~10 MB a rank) instead of ours on top of it (+1.2 MB
 /// measured when all of it ran after the real call).
@@ -188,6 +188,7 @@ pub fn before_init() {
         start.release_since();
         drop(start);
     }
+    // Again after the mark's freeing, whose code may have mapped a chunk of ours back.
     crate::footprint::release_init_pages();
 }
 

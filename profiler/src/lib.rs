@@ -18,8 +18,9 @@
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 /// A C string in `.text.init`, beside the code that passes it to PMIx, PMI-1 or `getenv` inside
-/// `MPI_Init` and at its end: as a literal it lay with the crate's anonymous constants in `.text.finalize`'s first
-/// chunk, which those calls then mapped into `MPI_Init`'s peak (docs/footprint.md, "initpeak").
+/// `MPI_Init` and at its end: as a literal it lay with the crate's anonymous constants in
+/// `.text.finalize`'s first chunk, which those calls then mapped into `MPI_Init`'s peak
+/// (docs/footprint.md, "initpeak"). Each use is a static of its own: name a text used twice.
 macro_rules! init_c_str {
     ($text:literal) => {{
         const LEN: usize = $text.len();

@@ -30,6 +30,13 @@
 
 use std::ffi::{c_int, CStr};
 
+// The words of PMI-1 that more than one exchange writes or compares, in `.text.init` with the
+// dialog (`init_bytes!`).
+static CMD: &[u8] = init_bytes!(b"cmd");
+static RC: &[u8] = init_bytes!(b"rc");
+static ZERO: &[u8] = init_bytes!(b"0");
+static ONE: &[u8] = init_bytes!(b"1");
+
 /// The longest line sent or read (Hydra 4.0's `vallen_max` is 1024; ours are short).
 const LINE: usize = 1200;
 /// How long one response may take, in milliseconds.
@@ -131,11 +138,11 @@ pub fn decimal(bytes: &[u8]) -> Option<u32> {
 /// What a `get_result` line says of a key: its value, `None` if nobody put it.
 #[link_section = ".text.init.mpistat"]
 pub fn get_result<'a>(line: &'a [u8], key: &[u8]) -> Result<Option<&'a [u8]>, Surprise> {
-    if field(line, init_bytes!(b"cmd")) != Some(init_bytes!(b"get_result")) {
+    if field(line, CMD) != Some(init_bytes!(b"get_result")) {
         return Err(Surprise::Unexpected);
     }
     match (
-        field(line, init_bytes!(b"rc")),
+        field(line, RC),
         field(line, init_bytes!(b"msg")),
         field(line, init_bytes!(b"value")),
     ) {
@@ -209,10 +216,10 @@ impl Client {
             &mut reply,
         )?;
         let r = reply.as_bytes();
-        let ok = field(r, init_bytes!(b"cmd")) == Some(init_bytes!(b"response_to_init"))
-            && field(r, init_bytes!(b"pmi_version")) == Some(init_bytes!(b"1"))
-            && field(r, init_bytes!(b"pmi_subversion")) == Some(init_bytes!(b"1"))
-            && field(r, init_bytes!(b"rc")) == Some(init_bytes!(b"0"));
+        let ok = field(r, CMD) == Some(init_bytes!(b"response_to_init"))
+            && field(r, init_bytes!(b"pmi_version")) == Some(ONE)
+            && field(r, init_bytes!(b"pmi_subversion")) == Some(ONE)
+            && field(r, RC) == Some(ZERO);
         ok.then_some(()).ok_or(Surprise::Unexpected)
     }
 
@@ -222,10 +229,7 @@ impl Client {
         let mut reply = Line::new();
         self.exchange(init_bytes!(b"cmd=get_my_kvsname\n"), &mut reply)?;
         let r = reply.as_bytes();
-        match (
-            field(r, init_bytes!(b"cmd")),
-            field(r, init_bytes!(b"kvsname")),
-        ) {
+        match (field(r, CMD), field(r, init_bytes!(b"kvsname"))) {
             (Some(b"my_kvsname"), Some(name)) if !name.is_empty() => {
                 kvs.push(name)?;
                 Ok(())
@@ -240,8 +244,7 @@ impl Client {
         let mut reply = Line::new();
         self.about_key(init_bytes!(b"put"), kvs, key, Some(value), &mut reply)?;
         let r = reply.as_bytes();
-        let ok = field(r, init_bytes!(b"cmd")) == Some(init_bytes!(b"put_result"))
-            && field(r, init_bytes!(b"rc")) == Some(init_bytes!(b"0"));
+        let ok = field(r, CMD) == Some(init_bytes!(b"put_result")) && field(r, RC) == Some(ZERO);
         ok.then_some(()).ok_or(Surprise::Unexpected)
     }
 

@@ -285,6 +285,26 @@ type LibraryVersionFn = unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int;
 mod tests {
     use super::*;
 
+    /// [`Predefined::ALL`] holds each object at its own index (`family::predefined` remembers
+    /// each in that slot); the `match` stops compiling when an object is added, until it is
+    /// listed here, and then the count tells whether `ALL` lists it too.
+    #[test]
+    fn every_predefined_object_is_in_all_at_its_index() {
+        let listed = |object: Predefined| match object {
+            Predefined::CommWorld
+            | Predefined::CommNull
+            | Predefined::InfoNull
+            | Predefined::RequestNull
+            | Predefined::Uint64
+            | Predefined::OpMax
+            | Predefined::ErrorsReturn => object as usize,
+        };
+        for (i, &object) in Predefined::ALL.iter().enumerate() {
+            assert_eq!(listed(object), i, "{object:?}");
+        }
+        assert_eq!(Predefined::ALL.len(), Predefined::ErrorsReturn as usize + 1);
+    }
+
     /// A handle is found at the word its key was stored in, another one is not (handles that
     /// differ in their upper bits only, MPICH's kinds, included), nor at an empty word.
     #[test]

@@ -58,7 +58,11 @@ pub fn predefined<T: Handle>(object: Predefined) -> Option<T> {
 
 /// [`Built::predefined`], remembered ([`PREDEFINED`]).
 fn predefined_key(object: Predefined) -> Option<usize> {
-    let known = &PREDEFINED[object as usize];
+    // Every object has a slot ([`Predefined::ALL`], checked by a test); none is no reason to
+    // panic in a wrapper.
+    let Some(known) = PREDEFINED.get(object as usize) else {
+        return Built::predefined(object);
+    };
     match known.load(Relaxed) {
         0 => {
             let found = Built::predefined(object)?;
