@@ -71,7 +71,14 @@ for path in sorted(glob.glob(f'{work}/walk.*'), key=lambda p: int(p.rsplit('.', 
             key = (os.path.basename(f[1]), f[2])
             cur['map'][key] = cur['map'].get(key, 0) + int(f[4])
         elif f[0] == 'chunk':
-            cur['chunk'].append((f[1], f[2], int(f[3], 16), int(f[4])))
+            # The profiler maps code page by page (footprint.rs): a chunk spans mappings.
+            off, pages = int(f[3], 16), int(f[4])
+            same = [c for c in cur['chunk'] if c[:2] == (f[1], f[2])
+                    and address(c[2]) & ~0xffff == address(off) & ~0xffff]
+            if same:
+                cur['chunk'][cur['chunk'].index(same[0])] = same[0][:3] + (same[0][3] + pages,)
+            else:
+                cur['chunk'].append((f[1], f[2], off, pages))
     base = steps[0]
     for s in steps[1:]:
         grown = {k: v - base['map'].get(k, 0) for k, v in s['map'].items()}

@@ -74,6 +74,11 @@ for path in sorted(glob.glob(f'{work}/walk.*'), key=lambda p: int(p.rsplit('.', 
         if f[0] == 'map':
             k = kind(' '.join(f[1:-3]), f[-3], int(f[-2], 16))
             kinds[k] = kinds.get(k, 0) + int(f[-1])
+    # The profiler maps its steady code page by page (footprint.rs): a chunk spans mappings.
+    merged = {}
+    for perms, chunk, kb in chunks:
+        merged[perms, chunk] = merged.get((perms, chunk), 0) + kb
+    chunks = [(perms, chunk, kb) for (perms, chunk), kb in merged.items()]
     per = {}
     for perms, _, _ in chunks:
         per[perms] = per.get(perms, 0) + 1

@@ -27,6 +27,12 @@
 //! maps back that chunk, the front's chunk of dynamic symbols that lazy binding reads, and its
 //! writable data.
 //!
+//! Within those chunks, a rank keeps only the pages it runs: at the first release the steady
+//! state's code (`.text.hot` to the end of `.text.trace`), and at `MPI_Finalize`'s entry
+//! `.text.finalize`, become one mapping per page ([`map_page_by_page`]), and fault-around never
+//! crosses a mapping's end. The chunks still bound what a path can reach; the pages are what it
+//! keeps.
+//!
 //! Lazy binding: the program's first call of each routine (and of any other function, printf
 //! included) has the loader look the name up in every object of the global scope, the front
 //! first: the front's dynamic symbol tables (62 kB, one 64 KiB chunk) come back with the first
@@ -96,6 +102,9 @@ pub fn release_init_pages() {
                 KNOWN[2 * i + 1].store(r.end, Relaxed);
             }
             KNOWN_N.store(n, Release);
+            if let Some(placed) = placed_code() {
+                map_page_by_page(placed.steady, placed.page);
+            }
             n
         }
         n => known_ranges(&mut todo, n),
@@ -121,6 +130,82 @@ pub fn release_read_only_pages() {
             let n = known_ranges(&mut todo, n);
             drop_ranges(&todo[..n]);
         }
+    }
+}
+
+/// Code that the linker scripts place: `.text.finalize` (finalize.ld), and the steady state's,
+/// from `.text.hot` (hot.ld) to the end of `.text.trace` (trace.ld), which ends the code segment.
+struct PlacedCode {
+    finalize: Range,
+    steady: Range,
+    page: usize,
+}
+
+/// `None` before the first release found the page size.
+#[cfg(not(test))]
+#[inline(always)]
+fn placed_code() -> Option<PlacedCode> {
+    extern "C" {
+        static __mpistat_finalize_start: u8;
+        static __mpistat_steady_start: u8;
+        static __mpistat_steady_end: u8;
+    }
+    let page = PAGE.load(Relaxed);
+    if page == 0 {
+        return None;
+    }
+    let [finalize, steady, end] = [
+        &raw const __mpistat_finalize_start,
+        &raw const __mpistat_steady_start,
+        &raw const __mpistat_steady_end,
+    ]
+    .map(|a| a as usize);
+    Some(PlacedCode {
+        finalize: Range {
+            start: finalize,
+            end: steady,
+        },
+        steady: Range {
+            start: steady,
+            end: end.div_ceil(page) * page,
+        },
+        page,
+    })
+}
+
+/// The unit tests' binary is linked without the linker scripts.
+#[cfg(test)]
+fn placed_code() -> Option<PlacedCode> {
+    None
+}
+
+/// Make each page of `r` (page-aligned, this library's code) a mapping of its own, so that a
+/// fault there maps that page only. The kernel's fault-around maps, at each fault in a file's
+/// code, every page of the 64 KiB-aligned window around it that the page cache holds, but only
+/// within the faulting mapping (VMA); advice that differs from a neighbour's keeps two pages in
+/// two mappings. So every other page gets `MADV_RANDOM` (whose only effect besides is no
+/// read-ahead when a page is not in the page cache). A rank then keeps of its steady code the
+/// pages its loops run, not the chunks (docs/footprint.md, "pagewise"). Each mapping costs the
+/// kernel ~220 bytes (a `vm_area_struct` and its share of the maple tree). Errors are ignored:
+/// the chunks then stay whole. Inlined: its callers' chunks are the ones mapped then.
+#[inline(always)]
+fn map_page_by_page(r: Range, page: usize) {
+    let mut at = r.start;
+    while at < r.end {
+        // SAFETY: advice on our own mapped code; MADV_RANDOM changes no content.
+        unsafe { libc::madvise(at as *mut c_void, page, libc::MADV_RANDOM) };
+        at += 2 * page;
+    }
+}
+
+/// [`map_page_by_page`] for `.text.finalize`, at `MPI_Finalize`'s entry: each of its steps then
+/// maps the pages of our code it runs, not their 64 KiB chunks (docs/footprint.md, "pagewise").
+/// Not done at start-up: for a whole job these ~70 mappings would hold the kernel's memory for
+/// code that runs once.
+#[link_section = ".text.finalize.mpistat"]
+pub fn map_finalize_page_by_page() {
+    if let Some(placed) = placed_code() {
+        map_page_by_page(placed.finalize, placed.page);
     }
 }
 
@@ -759,6 +844,36 @@ mod tests {
             *copied = 42;
             assert_eq!(libc::mprotect(copied.cast(), 4096, libc::PROT_READ), 0);
         }
+    }
+
+    /// Page 17 of `pages` (32) of a new mapping of a file, read after `prepare` ran on the
+    /// mapping: which pages are mapped then.
+    fn mapped_after_one_read(name: &str, prepare: impl Fn(Range)) -> Vec<bool> {
+        let pages = 32;
+        let map = file_of_sevens(name, pages * 4096);
+        let start = map as usize;
+        prepare(Range {
+            start,
+            end: start + pages * 4096,
+        });
+        // SAFETY: a read inside the mapping, then unmapped once.
+        let mapped = unsafe {
+            std::ptr::read_volatile(map.add(17 * 4096));
+            let mapped = mapped_and_copied(start, pages);
+            libc::munmap(map.cast(), pages * 4096);
+            mapped
+        };
+        mapped.into_iter().map(|(present, _)| present).collect()
+    }
+
+    #[test]
+    fn a_read_in_code_mapped_page_by_page_maps_its_page_only() {
+        // Without it, the kernel maps the 64 KiB around the read (fault-around).
+        let whole = mapped_after_one_read("footprint-whole", |_| {});
+        assert!(whole.iter().filter(|&&p| p).count() > 1, "{whole:?}");
+        let paged = mapped_after_one_read("footprint-paged", |r| map_page_by_page(r, 4096));
+        let only_17: Vec<bool> = (0..32).map(|i| i == 17).collect();
+        assert_eq!(paged, only_17);
     }
 
     #[test]

@@ -599,6 +599,7 @@ fn reduce_and_publish(
     // maps 64 kB at a time around each fault: dropping what a step mapped before the next one
     // (footprint.rs) makes the peak the largest step's rather than all of theirs
     // (docs/footprint.md "Finalize"), for a few re-faults.
+    crate::footprint::map_finalize_page_by_page();
     let entry = ResidentMark::note();
     let release_step = || match &entry {
         Some(entry) => entry.release_since(),

@@ -61,6 +61,7 @@ static int code_chunks(void) {
     int pagemap = open("/proc/self/pagemap", O_RDONLY);
     char line[1024];
     int chunks = 0;
+    unsigned long counted = 1; /* the last chunk counted (never an aligned address) */
     if (!maps || pagemap < 0) {
         if (maps) fclose(maps);
         if (pagemap >= 0) close(pagemap);
@@ -79,7 +80,11 @@ static int code_chunks(void) {
                 uint64_t entry;
                 present = pread(pagemap, &entry, 8, (off_t)(a / 4096) * 8) == 8 && (entry >> 63);
             }
-            chunks += present;
+            /* The profiler maps its steady code page by page: a chunk spans several mappings. */
+            if (present && c != counted) {
+                chunks++;
+                counted = c;
+            }
         }
     }
     fclose(maps);

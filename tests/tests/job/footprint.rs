@@ -800,20 +800,17 @@ for_each_mpi! {
 /// of its steps, over the same job's bare `MPI_Finalize` (issue 38's goal): the reduction
 /// carries only the routines and histogram buckets some rank used (profiler/src/tally.rs), its
 /// messages stay under the MPI library's eager limit (tree.rs), and each step's code lies in
-/// chunks of its own (profiler/finalize.ld), dropped at the step's end. Read exactly
-/// (`footprint.c`'s `malloc_trim`, at each step's end): VmHWM comes from the kernel's per-CPU
-/// counts, raised only where the MPI library unmaps something, and a bare `MPI_Finalize` read
-/// -170 to -340 kB there (docs/footprint.md, "finpieces"). Not met yet, so not run by default
-/// (`--ignored` runs it): MPICH's communicator and point-to-point steps run its own code for us
-/// (+224-244 kB), and Open MPI's figure moves with what the job has resident at the entry.
+/// chunks of its own (profiler/finalize.ld), mapped page by page (footprint.rs) and dropped at
+/// the step's end. Read exactly (`footprint.c`'s `malloc_trim`, at each step's end): VmHWM comes
+/// from the kernel's per-CPU counts, raised only where the MPI library unmaps something, and a
+/// bare `MPI_Finalize` read -170 to -340 kB there (docs/footprint.md, "finpieces").
 #[test]
-#[ignore = "issue 38: rank 0's exact figure is 232-336 kB, its walk's 204-264: what the job has resident at MPI_Finalize's entry varies by 80-90 kB from run to run (docs/footprint.md, finlookup)"]
 fn mpi_finalize_adds_at_most_256_kb_open_mpi() {
     assert_finalize_adds_at_most_256_kb(Mpi::OpenMpi);
 }
 
 #[test]
-#[ignore = "issue 38: MPICH's communicator step adds 290-320 kB, its own code for MPI_Comm_create_group (docs/footprint.md, finlookup)"]
+#[ignore = "issue 38: MPICH's communicator step is its own code for MPI_Comm_create_group, 140-230 kB as ASLR places libmpich against the kernel's 64 KiB fault-around windows: 172-248 kB in 28 of 30 runs, 272 and 284 in two (docs/footprint.md, pagewise)"]
 fn mpi_finalize_adds_at_most_256_kb_mpich() {
     assert_finalize_adds_at_most_256_kb(Mpi::Mpich);
 }
