@@ -772,11 +772,20 @@ fn wrapper(
     // The exported wrapper only branches and tail-calls (no register saved before the branch):
     // the counting copy `counted_X` is out of line too, one per exported name (`via_pmpi` a
     // constant there, so both jumps keep the caller's arguments as they are).
-    let hot = |out: &mut String| {
+    // The copies only `PMPI_X` runs (a PMPI tool's calls) in `.text.hot.pmpi`, after the others
+    // (profiler/hot.ld): a program's own calls then run fewer pages of the hot chunk, which a
+    // rank keeps page by page (footprint.rs).
+    let hot_for = |out: &mut String, via_pmpi: &str| {
         if row.semantics.hot {
-            writeln!(out, "#[link_section = \".text.hot.mpistat\"]").unwrap();
+            let section = if via_pmpi == "true" {
+                "pmpi"
+            } else {
+                "mpistat"
+            };
+            writeln!(out, "#[link_section = \".text.hot.{section}\"]").unwrap();
         }
     };
+    let hot = |out: &mut String| hot_for(out, "false");
     if completing {
         writeln!(out, "#[inline(never)]").unwrap();
         hot(out);
@@ -814,7 +823,7 @@ fn wrapper(
         };
         for (export, via_pmpi) in copies {
             writeln!(out, "#[inline(never)]").unwrap();
-            hot(out);
+            hot_for(out, via_pmpi.unwrap_or("false"));
             let (params, via_pmpi) = match via_pmpi {
                 Some(via_pmpi) => (decls.clone(), via_pmpi),
                 None => (comma_list(&[&decls, "via_pmpi: bool"]), "via_pmpi"),
@@ -847,7 +856,7 @@ fn wrapper(
         // exported name (`via_pmpi` a constant).
         for (export, via_pmpi) in [(name.to_string(), "false"), (pmpi_name(name), "true")] {
             writeln!(out, "#[inline(never)]").unwrap();
-            hot(out);
+            hot_for(out, via_pmpi);
             writeln!(
                 out,
                 "unsafe extern \"C\" fn fronted_{export}({decls}) -> {ret} {{"
@@ -880,7 +889,7 @@ fn wrapper(
             writeln!(out, "#[inline(always)]").unwrap();
         } else {
             writeln!(out, "#[inline(never)]").unwrap();
-            hot(out);
+            hot_for(out, via_pmpi);
         }
         writeln!(out, "unsafe extern \"C\" fn {counted}({decls}) -> {ret} {{").unwrap();
         if let Some(memo) = steady {
@@ -1038,7 +1047,7 @@ fn wrapper(
             writeln!(out, "}}").unwrap();
         }
         writeln!(out, "#[no_mangle]").unwrap();
-        hot(out);
+        hot_for(out, via_pmpi);
         writeln!(
             out,
             "pub unsafe extern \"C\" fn {export}({decls}) -> {ret} {{"

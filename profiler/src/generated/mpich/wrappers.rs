@@ -235,12 +235,12 @@ pub unsafe extern "C" fn MPI_Get_count(status: *const MPI_Status, datatype: MPI_
     counted_MPI_Get_count(status, datatype, count)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     wrap_MPI_Get_count(true, false, status, datatype, count)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
     if !rt::plain_here() { return general_MPI_Get_count(status, datatype, count, true) }
     counted_PMPI_Get_count(status, datatype, count)
@@ -537,12 +537,12 @@ pub unsafe extern "C" fn MPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, f
     counted_MPI_Iprobe(source, tag, comm, flag, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Iprobe(true, false, source, tag, comm, flag, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Iprobe(source, tag, comm, flag, status, true) }
     counted_PMPI_Iprobe(source, tag, comm, flag, status)
@@ -573,7 +573,7 @@ unsafe extern "C" fn unsteady_MPI_Irecv(buf: *mut c_void, count: c_int, datatype
     wrap_MPI_Irecv(false, false, buf, count, datatype, source, tag, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Irecv(true, false, buf, count, datatype, source, tag, comm, request)
 }
@@ -604,7 +604,7 @@ unsafe extern "C" fn counted_PMPI_Irecv(buf: *mut c_void, count: c_int, datatype
     rt::leave_steady(rt::noted_start(), id::MPI_Irecv, rc, false, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, true) }
     counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
@@ -680,12 +680,12 @@ pub unsafe extern "C" fn MPI_Isend(buf: *const c_void, count: c_int, datatype: M
     counted_MPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Isend(true, false, buf, count, datatype, dest, tag, comm, request)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, true) }
     counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
@@ -836,12 +836,12 @@ pub unsafe extern "C" fn MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, st
     counted_MPI_Probe(source, tag, comm, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Probe(true, false, source, tag, comm, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Probe(source, tag, comm, status, true) }
     counted_PMPI_Probe(source, tag, comm, status)
@@ -917,12 +917,12 @@ pub unsafe extern "C" fn MPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_
     counted_MPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Recv(true, false, buf, count, datatype, source, tag, comm, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, true) }
     counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
@@ -1139,7 +1139,7 @@ unsafe extern "C" fn unsteady_MPI_Send(buf: *const c_void, count: c_int, datatyp
     wrap_MPI_Send(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Send(true, false, buf, count, datatype, dest, tag, comm)
 }
@@ -1161,7 +1161,7 @@ pub unsafe extern "C" fn MPI_Send(buf: *const c_void, count: c_int, datatype: MP
     counted_MPI_Send(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Send, traffic, comm, false, true) { return unsteady_PMPI_Send(buf, count, datatype, dest, tag, comm) }
@@ -1172,7 +1172,7 @@ unsafe extern "C" fn counted_PMPI_Send(buf: *const c_void, count: c_int, datatyp
     rt::leave_steady(call, id::MPI_Send, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Send(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
@@ -1211,12 +1211,12 @@ pub unsafe extern "C" fn MPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, 
     counted_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Sendrecv(true, false, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, true) }
     counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
@@ -1323,7 +1323,7 @@ unsafe extern "C" fn unsteady_MPI_Ssend(buf: *const c_void, count: c_int, dataty
     wrap_MPI_Ssend(false, false, buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Ssend(true, false, buf, count, datatype, dest, tag, comm)
 }
@@ -1345,7 +1345,7 @@ pub unsafe extern "C" fn MPI_Ssend(buf: *const c_void, count: c_int, datatype: M
     counted_MPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: dest };
     if !rt::steady(id::MPI_Ssend, traffic, comm, false, true) { return unsteady_PMPI_Ssend(buf, count, datatype, dest, tag, comm) }
@@ -1356,7 +1356,7 @@ unsafe extern "C" fn counted_PMPI_Ssend(buf: *const c_void, count: c_int, dataty
     rt::leave_steady(call, id::MPI_Ssend, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, true) }
     counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
@@ -1393,12 +1393,12 @@ pub unsafe extern "C" fn MPI_Start(request: *mut MPI_Request) -> c_int {
     counted_MPI_Start(request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Start(request: *mut MPI_Request) -> c_int {
     wrap_MPI_Start(true, false, request)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Start(request, true) }
     counted_PMPI_Start(request)
@@ -1435,12 +1435,12 @@ pub unsafe extern "C" fn MPI_Startall(count: c_int, array_of_requests: *mut MPI_
     counted_MPI_Startall(count, array_of_requests)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     wrap_MPI_Startall(true, false, count, array_of_requests)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Startall(count, array_of_requests, true) }
     counted_PMPI_Startall(count, array_of_requests)
@@ -1595,12 +1595,12 @@ pub unsafe extern "C" fn MPI_Testall(count: c_int, array_of_requests: *mut MPI_R
     counted_MPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Testall(true, false, false, count, array_of_requests, flag, array_of_statuses)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, true) }
     counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
@@ -1644,12 +1644,12 @@ pub unsafe extern "C" fn MPI_Testany(count: c_int, array_of_requests: *mut MPI_R
     counted_MPI_Testany(count, array_of_requests, index, flag, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Testany(true, false, false, count, array_of_requests, index, flag, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Testany(count, array_of_requests, index, flag, status, true) }
     counted_PMPI_Testany(count, array_of_requests, index, flag, status)
@@ -1697,7 +1697,7 @@ unsafe extern "C" fn fronted_MPI_Test(request: *mut MPI_Request, flag: *mut c_in
     rt::leave_completing(id::MPI_Test, rc, requests::Done::One { flag, index: std::ptr::null(), status })
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn fronted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Test(request, flag, status, true) }
     let status = requests::front_status(status);
@@ -1723,7 +1723,7 @@ pub unsafe extern "C" fn MPI_Test(request: *mut MPI_Request, flag: *mut c_int, s
     counted_MPI_Test(request, flag, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Test(request, flag, status, true) }
     let call = rt::enter_steady(true);
@@ -1732,7 +1732,7 @@ unsafe extern "C" fn counted_PMPI_Test(request: *mut MPI_Request, flag: *mut c_i
     rt::leave_steady(call, id::MPI_Test, rc, false, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Test(request, flag, status, true) }
     if !requests::none_kept() { return fronted_PMPI_Test(request, flag, status) }
@@ -1857,12 +1857,12 @@ pub unsafe extern "C" fn MPI_Waitall(count: c_int, array_of_requests: *mut MPI_R
     counted_MPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitall(true, false, false, count, array_of_requests, array_of_statuses)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, true) }
     counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
@@ -1906,12 +1906,12 @@ pub unsafe extern "C" fn MPI_Waitany(count: c_int, array_of_requests: *mut MPI_R
     counted_MPI_Waitany(count, array_of_requests, index, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     wrap_MPI_Waitany(true, false, false, count, array_of_requests, index, status)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Waitany(count, array_of_requests, index, status, true) }
     counted_PMPI_Waitany(count, array_of_requests, index, status)
@@ -1959,7 +1959,7 @@ unsafe extern "C" fn fronted_MPI_Wait(request: *mut MPI_Request, status: *mut MP
     rt::leave_completing(id::MPI_Wait, rc, requests::Done::One { flag: std::ptr::null(), index: std::ptr::null(), status })
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn fronted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !(rt::outermost() && requests::front_steady(request)) { return unsteady_MPI_Wait(request, status, true) }
     let status = requests::front_status(status);
@@ -1985,7 +1985,7 @@ pub unsafe extern "C" fn MPI_Wait(request: *mut MPI_Request, status: *mut MPI_St
     counted_MPI_Wait(request, status)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::outermost() { return unsteady_MPI_Wait(request, status, true) }
     let call = rt::enter_steady(true);
@@ -1994,7 +1994,7 @@ unsafe extern "C" fn counted_PMPI_Wait(request: *mut MPI_Request, status: *mut M
     rt::leave_steady(call, id::MPI_Wait, rc, false, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
     if !rt::plain_here() { return general_MPI_Wait(request, status, true) }
     if !requests::none_kept() { return fronted_PMPI_Wait(request, status) }
@@ -3306,7 +3306,7 @@ unsafe extern "C" fn unsteady_MPI_Allgather(sendbuf: *const c_void, sendcount: c
     wrap_MPI_Allgather(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgather(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -3327,7 +3327,7 @@ pub unsafe extern "C" fn MPI_Allgather(sendbuf: *const c_void, sendcount: c_int,
     counted_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     if !rt::steady(id::MPI_Allgather, traffic, comm, true, true) { return unsteady_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
@@ -3337,7 +3337,7 @@ unsafe extern "C" fn counted_PMPI_Allgather(sendbuf: *const c_void, sendcount: c
     rt::leave_steady(call, id::MPI_Allgather, rc, true, true)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
@@ -3411,12 +3411,12 @@ pub unsafe extern "C" fn MPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int
     counted_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allgatherv(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, true) }
     counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
@@ -3484,7 +3484,7 @@ unsafe extern "C" fn unsteady_MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mu
     wrap_MPI_Allreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     wrap_MPI_Allreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm)
 }
@@ -3516,7 +3516,7 @@ pub unsafe extern "C" fn MPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_v
     counted_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     if !rt::outermost() { return unsteady_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm) }
     if sendbuf == traffic::IN_PLACE {
@@ -3537,7 +3537,7 @@ unsafe extern "C" fn counted_PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mu
     }
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, true) }
     counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
@@ -3568,7 +3568,7 @@ unsafe extern "C" fn unsteady_MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *m
     wrap_MPI_Iallreduce(false, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Iallreduce(true, false, sendbuf, recvbuf, count, datatype, op, comm, request)
 }
@@ -3600,7 +3600,7 @@ pub unsafe extern "C" fn MPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_
     counted_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::outermost() { return unsteady_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request) }
     if sendbuf == traffic::IN_PLACE {
@@ -3621,7 +3621,7 @@ unsafe extern "C" fn counted_PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *m
     }
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, true) }
     counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
@@ -3652,7 +3652,7 @@ unsafe extern "C" fn unsteady_MPI_Alltoall(sendbuf: *const c_void, sendcount: c_
     wrap_MPI_Alltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
@@ -3673,7 +3673,7 @@ pub unsafe extern "C" fn MPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, 
     counted_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     if !rt::steady(id::MPI_Alltoall, traffic, comm, true, true) { return unsteady_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) }
@@ -3683,7 +3683,7 @@ unsafe extern "C" fn counted_PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_
     rt::leave_steady(call, id::MPI_Alltoall, rc, true, true)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, true) }
     counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
@@ -3714,7 +3714,7 @@ unsafe extern "C" fn unsteady_MPI_Ialltoall(sendbuf: *const c_void, sendcount: c
     wrap_MPI_Ialltoall(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ialltoall(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
@@ -3735,7 +3735,7 @@ pub unsafe extern "C" fn MPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int,
     counted_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = if sendbuf == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(recvcount)), datatype: recvtype, peer: traffic::NO_PEER } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: traffic::NO_PEER } };
     if !rt::steady(id::MPI_Ialltoall, traffic, comm, false, true) { return unsteady_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) }
@@ -3745,7 +3745,7 @@ unsafe extern "C" fn counted_PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c
     rt::leave_steady(call, id::MPI_Ialltoall, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, true) }
     counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
@@ -3782,12 +3782,12 @@ pub unsafe extern "C" fn MPI_Alltoallv(sendbuf: *const c_void, sendcounts: *cons
     counted_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     wrap_MPI_Alltoallv(true, false, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, true) }
     counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
@@ -3945,7 +3945,7 @@ pub unsafe extern "C" fn MPI_Barrier(comm: MPI_Comm) -> c_int {
     counted_MPI_Barrier(comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     let traffic = Traffic::None;
     if !rt::steady(id::MPI_Barrier, traffic, comm, true, false) { return unsteady_MPI_Barrier(comm, true) }
@@ -3955,7 +3955,7 @@ unsafe extern "C" fn counted_PMPI_Barrier(comm: MPI_Comm) -> c_int {
     rt::leave_steady(call, id::MPI_Barrier, rc, false, true)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Barrier(comm, true) }
     counted_PMPI_Barrier(comm)
@@ -3992,12 +3992,12 @@ pub unsafe extern "C" fn MPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request)
     counted_MPI_Ibarrier(comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibarrier(true, false, comm, request)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Ibarrier(comm, request, true) }
     counted_PMPI_Ibarrier(comm, request)
@@ -4045,7 +4045,7 @@ pub unsafe extern "C" fn MPI_Bcast(buffer: *mut c_void, count: c_int, datatype: 
     counted_MPI_Bcast(buffer, count, datatype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Bcast, traffic, comm, false, true) { return unsteady_MPI_Bcast(buffer, count, datatype, root, comm, true) }
@@ -4056,7 +4056,7 @@ unsafe extern "C" fn counted_PMPI_Bcast(buffer: *mut c_void, count: c_int, datat
     rt::leave_steady(call, id::MPI_Bcast, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Bcast(buffer, count, datatype, root, comm, true) }
     counted_PMPI_Bcast(buffer, count, datatype, root, comm)
@@ -4087,7 +4087,7 @@ unsafe extern "C" fn unsteady_MPI_Ibcast(buffer: *mut c_void, count: c_int, data
     wrap_MPI_Ibcast(false, false, buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ibcast(true, false, buffer, count, datatype, root, comm, request)
 }
@@ -4109,7 +4109,7 @@ pub unsafe extern "C" fn MPI_Ibcast(buffer: *mut c_void, count: c_int, datatype:
     counted_MPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     let traffic = Traffic::Elements { count: MPI_Count::from(count), datatype, peer: root };
     if !rt::steady(id::MPI_Ibcast, traffic, comm, false, true) { return unsteady_PMPI_Ibcast(buffer, count, datatype, root, comm, request) }
@@ -4120,7 +4120,7 @@ unsafe extern "C" fn counted_PMPI_Ibcast(buffer: *mut c_void, count: c_int, data
     rt::leave_steady(call, id::MPI_Ibcast, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, true) }
     counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
@@ -4743,7 +4743,7 @@ unsafe extern "C" fn unsteady_MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c
     wrap_MPI_Reduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Reduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm)
 }
@@ -4775,7 +4775,7 @@ pub unsafe extern "C" fn MPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void
     counted_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     if !rt::outermost() { return unsteady_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm) }
     if sendbuf == traffic::IN_PLACE {
@@ -4796,7 +4796,7 @@ unsafe extern "C" fn counted_PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c
     }
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, true) }
     counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
@@ -4827,7 +4827,7 @@ unsafe extern "C" fn unsteady_MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut 
     wrap_MPI_Ireduce(false, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     wrap_MPI_Ireduce(true, false, sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
@@ -4859,7 +4859,7 @@ pub unsafe extern "C" fn MPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::outermost() { return unsteady_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request) }
     if sendbuf == traffic::IN_PLACE {
@@ -4880,7 +4880,7 @@ unsafe extern "C" fn counted_PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut 
     }
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
     if !rt::plain_here() { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, true) }
     counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
@@ -5170,7 +5170,7 @@ unsafe extern "C" fn unsteady_MPI_Scatter(sendbuf: *const c_void, sendcount: c_i
     wrap_MPI_Scatter(false, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn unsteady_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     wrap_MPI_Scatter(true, false, sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
@@ -5191,7 +5191,7 @@ pub unsafe extern "C" fn MPI_Scatter(sendbuf: *const c_void, sendcount: c_int, s
     counted_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     let traffic = if recvbuf.cast_const() == traffic::IN_PLACE { Traffic::Elements { count: traffic::in_place(MPI_Count::from(sendcount)), datatype: sendtype, peer: root } } else { Traffic::Elements { count: MPI_Count::from(sendcount), datatype: sendtype, peer: root } };
     if !rt::steady(id::MPI_Scatter, traffic, comm, false, true) { return unsteady_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) }
@@ -5201,7 +5201,7 @@ unsafe extern "C" fn counted_PMPI_Scatter(sendbuf: *const c_void, sendcount: c_i
     rt::leave_steady(call, id::MPI_Scatter, rc, true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
     if !rt::plain_here() { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, true) }
     counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
@@ -8642,12 +8642,12 @@ pub unsafe extern "C" fn MPI_Get(origin_addr: *mut c_void, origin_count: c_int, 
     counted_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Get(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
@@ -8721,12 +8721,12 @@ pub unsafe extern "C" fn MPI_Put(origin_addr: *const c_void, origin_count: c_int
     counted_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     wrap_MPI_Put(true, false, origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, true) }
     counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
@@ -9318,12 +9318,12 @@ pub unsafe extern "C" fn MPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     counted_MPI_Win_fence(assert, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_fence(true, false, assert, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Win_fence(assert, win, true) }
     counted_PMPI_Win_fence(assert, win)
@@ -9360,12 +9360,12 @@ pub unsafe extern "C" fn MPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     counted_MPI_Win_flush(rank, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_flush(true, false, rank, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Win_flush(rank, win, true) }
     counted_PMPI_Win_flush(rank, win)
@@ -9772,12 +9772,12 @@ pub unsafe extern "C" fn MPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_i
     counted_MPI_Win_lock(lock_type, rank, assert, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_lock(true, false, lock_type, rank, assert, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Win_lock(lock_type, rank, assert, win, true) }
     counted_PMPI_Win_lock(lock_type, rank, assert, win)
@@ -10184,12 +10184,12 @@ pub unsafe extern "C" fn MPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     counted_MPI_Win_unlock(rank, win)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     wrap_MPI_Win_unlock(true, false, rank, win)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     if !rt::plain_here() { return general_MPI_Win_unlock(rank, win, true) }
     counted_PMPI_Win_unlock(rank, win)
@@ -17517,12 +17517,12 @@ pub unsafe extern "C" fn MPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_in
     counted_MPI_Comm_rank(comm, rank)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     wrap_MPI_Comm_rank(true, false, comm, rank)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_int {
     if !rt::plain_here() { return general_MPI_Comm_rank(comm, rank, true) }
     counted_PMPI_Comm_rank(comm, rank)
@@ -17781,12 +17781,12 @@ pub unsafe extern "C" fn MPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_in
     counted_MPI_Comm_size(comm, size)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     wrap_MPI_Comm_size(true, false, comm, size)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_int {
     if !rt::plain_here() { return general_MPI_Comm_size(comm, size, true) }
     counted_PMPI_Comm_size(comm, size)
@@ -20717,12 +20717,12 @@ pub unsafe extern "C" fn MPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char)
     counted_MPI_Init(argc, argv)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     wrap_MPI_Init(true, false, argc, argv)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
     if !rt::plain_here() { return general_MPI_Init(argc, argv, true) }
     counted_PMPI_Init(argc, argv)
@@ -20804,12 +20804,12 @@ pub unsafe extern "C" fn MPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut 
     counted_MPI_Init_thread(argc, argv, required, provided)
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     wrap_MPI_Init_thread(true, false, argc, argv, required, provided)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
     if !rt::plain_here() { return general_MPI_Init_thread(argc, argv, required, provided, true) }
     counted_PMPI_Init_thread(argc, argv, required, provided)
@@ -21068,12 +21068,12 @@ pub unsafe extern "C" fn MPI_Wtime() -> f64 {
     counted_MPI_Wtime()
 }
 #[inline(never)]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 unsafe extern "C" fn counted_PMPI_Wtime() -> f64 {
     wrap_MPI_Wtime(true, false)
 }
 #[no_mangle]
-#[link_section = ".text.hot.mpistat"]
+#[link_section = ".text.hot.pmpi"]
 pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
     if !rt::plain_here() { return general_MPI_Wtime(true) }
     counted_PMPI_Wtime()
