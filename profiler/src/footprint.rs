@@ -44,7 +44,7 @@
 //! binding: the front fills each slot at its first call and then calls [`mpistat_impl_bound`],
 //! so a routine first called after the last of those cold points leaves nothing resident either.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 
 /// One read-only, clean, file-backed address range of this library, page-aligned inwards.
@@ -102,9 +102,7 @@ pub fn release_init_pages() {
                 KNOWN[2 * i + 1].store(r.end, Relaxed);
             }
             KNOWN_N.store(n, Release);
-            if let Some(placed) = placed_code() {
-                map_page_by_page(placed.steady, placed.page);
-            }
+            map_steady_page_by_page();
             n
         }
         n => known_ranges(&mut todo, n),
@@ -198,6 +196,17 @@ fn map_page_by_page(r: Range, page: usize) {
     }
 }
 
+/// [`map_page_by_page`] for the steady state's code, at the first release (before the real
+/// `MPI_Init`; cold, in `.text`, whose pages that release drops).
+#[inline(never)]
+fn map_steady_page_by_page() {
+    if let Some(placed) = placed_code() {
+        if room_for_mappings(pages_of(placed.steady, placed.page)) {
+            map_page_by_page(placed.steady, placed.page);
+        }
+    }
+}
+
 /// [`map_page_by_page`] for `.text.finalize`, at `MPI_Finalize`'s entry: each of its steps then
 /// maps the pages of our code it runs, not their 64 KiB chunks (docs/footprint.md, "pagewise").
 /// Not done at start-up: for a whole job its 80 mappings would hold ~18 kB of the kernel's
@@ -205,8 +214,66 @@ fn map_page_by_page(r: Range, page: usize) {
 #[link_section = ".text.finalize.mpistat"]
 pub fn map_finalize_page_by_page() {
     if let Some(placed) = placed_code() {
-        map_page_by_page(placed.finalize, placed.page);
+        if room_for_mappings(pages_of(placed.finalize, placed.page)) {
+            map_page_by_page(placed.finalize, placed.page);
+        }
     }
+}
+
+#[inline(always)]
+fn pages_of(r: Range, page: usize) -> usize {
+    (r.end - r.start) / page
+}
+
+/// Mappings the program must still be able to make, under the kernel's limit, after ours.
+const MAPPINGS_LEFT: usize = 4096;
+
+/// Whether this process has room for `extra` more mappings and still [`MAPPINGS_LEFT`] before
+/// the kernel's limit (`vm.max_map_count`, 65,530 by default): our mappings must never be the
+/// ones that make the program's next `mmap` fail. `false` when either count cannot be read.
+/// Reads `/proc/self/maps` through (one line a mapping): a few hundred lines at start-up.
+#[inline(always)]
+fn room_for_mappings(extra: usize) -> bool {
+    let (mut have, mut limit) = (0usize, 0usize);
+    let read = read_through(c"/proc/self/maps", |bytes| {
+        have += bytes.iter().filter(|&&b| b == b'\n').count();
+    }) && read_through(c"/proc/sys/vm/max_map_count", |bytes| {
+        for &b in bytes.iter().take_while(|b| b.is_ascii_digit()) {
+            limit = limit
+                .saturating_mul(10)
+                .saturating_add(usize::from(b - b'0'));
+        }
+    });
+    read && leaves_room(have, limit, extra)
+}
+
+/// Reads `path` through, giving `each` every piece read; whether it could.
+#[inline(always)]
+fn read_through(path: &CStr, mut each: impl FnMut(&[u8])) -> bool {
+    // SAFETY: a NUL-terminated path; reads into our own buffer; the descriptor closed once.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let mut buf = [0u8; 4096];
+        let read = loop {
+            let got = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+            match usize::try_from(got) {
+                Ok(0) => break true,
+                Ok(got) => each(&buf[..got]),
+                Err(_) => break false,
+            }
+        };
+        libc::close(fd);
+        read
+    }
+}
+
+/// Whether `have` mappings and `extra` more leave [`MAPPINGS_LEFT`] under `limit`.
+#[inline(always)]
+fn leaves_room(have: usize, limit: usize, extra: usize) -> bool {
+    have.saturating_add(extra).saturating_add(MAPPINGS_LEFT) <= limit
 }
 
 /// The `n` ranges the first release found, into `todo`; how many.
@@ -874,6 +941,17 @@ mod tests {
         let paged = mapped_after_one_read("footprint-paged", |r| map_page_by_page(r, 4096));
         let only_17: Vec<bool> = (0..32).map(|i| i == 17).collect();
         assert_eq!(paged, only_17);
+    }
+
+    #[test]
+    fn page_by_page_only_with_room_under_the_mapping_limit() {
+        assert!(leaves_room(500, 65_530, 80));
+        assert!(leaves_room(65_530 - 80 - MAPPINGS_LEFT, 65_530, 80));
+        assert!(!leaves_room(65_530 - 80 - MAPPINGS_LEFT + 1, 65_530, 80));
+        assert!(!leaves_room(usize::MAX, 65_530, 80));
+        // This process: a few dozen mappings, far under the default limit, and under none of 0.
+        assert!(room_for_mappings(80));
+        assert!(!room_for_mappings(usize::MAX / 2));
     }
 
     #[test]
