@@ -139,7 +139,8 @@ struct PlacedCode {
     page: usize,
 }
 
-/// `None` before the first release found the page size.
+/// `None` before the first release found the page size, or if the linker scripts did not place
+/// the sections in their order.
 #[cfg(not(test))]
 #[inline(always)]
 fn placed_code() -> Option<PlacedCode> {
@@ -158,6 +159,10 @@ fn placed_code() -> Option<PlacedCode> {
         &raw const __mpistat_steady_end,
     ]
     .map(|a| a as usize);
+    // The scripts place them in this order; anything else splits nothing (nor underflows).
+    if !(finalize <= steady && steady <= end) {
+        return None;
+    }
     Some(PlacedCode {
         finalize: Range {
             start: finalize,
