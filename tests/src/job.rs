@@ -105,7 +105,7 @@ pub struct Job {
     /// Open MPI parameters for `mpirun` and every daemon (`--mca NAME VALUE`).
     mca: Vec<(String, String)>,
     mpi: Mpi,
-    /// Run the launcher, and so every rank, under `SCHED_FIFO` ([`Job::realtime`]).
+    /// Run every rank under `SCHED_FIFO` ([`Job::realtime`]).
     realtime: bool,
     /// More application contexts of the same program (ranks, arguments): an MPMD job.
     more: Vec<(u32, Vec<String>)>,
@@ -303,32 +303,31 @@ impl Job {
         hosts.join(",")
     }
 
-    /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
-    /// Run the launcher, and so every rank, under the real-time policy `SCHED_FIFO` (`chrt -f
-    /// 1`): a job whose outcome is a race between its ranks (which request completes first) then
-    /// runs as on a quiet node, whatever else this machine runs meanwhile, as long as it lasts
-    /// (the kernel's real-time throttling still leaves others 5 % of each core).
+    /// Run every rank under the real-time policy `SCHED_FIFO` (`chrt -f 1` in front of the
+    /// program): a job whose outcome is a race between its ranks (which request completes first)
+    /// then runs as on a quiet node, whatever else this machine runs meanwhile, as long as it
+    /// lasts (the kernel's real-time throttling still leaves others 5 % of each core).
+    ///
+    /// The ranks only, not the launcher: a real-time `mpirun` once spun in the kernel for 25
+    /// minutes reaping a rank (`wait4` -> `release_task` -> `shrink_dcache_parent`, while another
+    /// process dropped the caches in a loop), with `SIGKILL` pending, so that no timeout could
+    /// end the job. The launcher and its daemons stay at the normal policy, and a test's timeout
+    /// kills them.
     pub fn realtime(mut self) -> Job {
         self.realtime = true;
         self
     }
 
+    /// `launcher` as the job's user (with the user's `HOME`), or as the test's.
     fn command(&self, launcher: &str) -> Command {
-        let (program, before): (&str, &[&str]) = if self.realtime {
-            ("chrt", &["-f", "1", launcher])
-        } else {
-            (launcher, &[])
-        };
-        let mut cmd = match &self.user {
+        match &self.user {
             Some(user) => {
-                let mut cmd = user.command(program);
+                let mut cmd = user.command(launcher);
                 cmd.env("HOME", &user.home).env("USER", &user.name);
                 cmd
             }
-            None => Command::new(program),
-        };
-        cmd.args(before);
-        cmd
+            None => Command::new(launcher),
+        }
     }
 
     /// The launcher's command for the job profiled by `site_config`, to run it oneself (e.g. to
@@ -401,6 +400,9 @@ impl Job {
             }
             if context.strip_preload && !context.env.iter().any(|(k, _)| k == "LD_PRELOAD") {
                 cmd.args(["env", "-u", "LD_PRELOAD"]);
+            }
+            if self.realtime {
+                cmd.args(["chrt", "-f", "1"]);
             }
             cmd.arg(&self.program).args(context.args);
         }
