@@ -23,8 +23,8 @@ use crate::tally::{JobValue, RankTotals, Reduced};
 use crate::threads::{bump, Counters, ENTERED_VIA_PMPI};
 use mpistat_record::model::{Binding, JobRecord};
 use mpistat_site::{CountersFallback, SiteConfig};
-use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering, Ordering::Relaxed};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering, Ordering::Relaxed};
 use std::sync::{Mutex, Once};
 
 /// The site allows profiling (read at the first MPI call) and the MPI library is the built family's;
@@ -830,7 +830,8 @@ fn write_subtotals() {
 
 /// The real `MPI_Pcontrol` (for [`crate::pcontrol`], the routine's wrapper), looked up with
 /// every other routine before the real `MPI_Init`.
-pub(crate) static PCONTROL: Next = Next::new(c"PMPI_Pcontrol");
+pub(crate) const PCONTROL: Next = Next::new(c"PMPI_Pcontrol", &PCONTROL_ADDRESS);
+static PCONTROL_ADDRESS: AtomicPtr<c_void> = AtomicPtr::new(std::ptr::null_mut());
 
 /// Pausing and resuming switch a gate (an atomic operation: nothing there can panic, so no
 /// guard, whose thread-local flag is reached through code outside the hot chunk); the

@@ -11,7 +11,7 @@
 //! others at once ([`Next::prefetch`]).
 
 use mpistat_abi::{self as abi, ResolveNext};
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The front's lookup ([`ResolveNext`]) if the front loaded us, else null.
@@ -49,24 +49,39 @@ pub fn after_us(name: &CStr) -> *mut c_void {
     }
 }
 
-/// The cached address of one real routine.
+/// One real routine: its name, and the cell where its address is cached once looked up.
+///
+/// A constant (the generated `NEXT_X`, [`crate::hooks::PCONTROL`]), not a static: the cells are
+/// one dense array of zeroed addresses (`.bss`, generated `ADDRESSES`, 8 bytes a routine) and the
+/// names stay in the code that reads them. As statics holding their name's pointer, the 383
+/// routines took 9 kB of `.data` with a relocation each, written by the loader in every process
+/// and so resident in every rank (docs/footprint.md, "dense"). Passed by value (16 bytes, two
+/// registers; the name as a thin pointer, as a `&CStr` would make it 24 bytes, passed through
+/// memory): a reference to a constant, or a larger one, would make the compiler keep a relocated
+/// copy of it.
+#[derive(Clone, Copy)]
 pub struct Next {
-    name: &'static CStr,
-    addr: AtomicPtr<c_void>,
+    name: *const c_char,
+    addr: &'static AtomicPtr<c_void>,
 }
 
 impl Next {
-    pub const fn new(name: &'static CStr) -> Next {
+    pub const fn new(name: &'static CStr, addr: &'static AtomicPtr<c_void>) -> Next {
         Next {
-            name,
-            addr: AtomicPtr::new(std::ptr::null_mut()),
+            name: name.as_ptr(),
+            addr,
         }
+    }
+
+    fn name(self) -> &'static CStr {
+        // SAFETY: `new` took it from a `&'static CStr`.
+        unsafe { CStr::from_ptr(self.name) }
     }
 
     /// The routine's address; never null (a process whose MPI library cannot be found is told so
     /// and stopped, as calling on would jump to address 0).
     #[inline(always)]
-    pub fn get(&self) -> *mut c_void {
+    pub fn get(self) -> *mut c_void {
         let p = self.addr.load(Ordering::Relaxed);
         if !p.is_null() {
             return p;
@@ -79,7 +94,7 @@ impl Next {
     /// rest to the general copy: with no lookup to call, it keeps the caller's arguments in
     /// their registers up to the real call.
     #[inline(always)]
-    pub fn resolved(&self) -> Option<*mut c_void> {
+    pub fn resolved(self) -> Option<*mut c_void> {
         let p = self.addr.load(Ordering::Relaxed);
         (!p.is_null()).then_some(p)
     }
@@ -89,7 +104,7 @@ impl Next {
     /// (`hot_resolved`, generated), and a resolved address never changes back. No load, test
     /// and branch before every call (bench/instructions.sh: 3 instructions).
     #[inline(always)]
-    pub fn claimed(&self) -> *mut c_void {
+    pub fn claimed(self) -> *mut c_void {
         // SAFETY: a valid, aligned atomic; resolved, it is never written again (`prefetch` and
         // `resolve` store only into a null one), so this plain read, which the compiler folds
         // into the call, races with no write.
@@ -101,9 +116,9 @@ impl Next {
     /// tables and this code, all on pages released then and at the end of `MPI_Init`, see
     /// footprint.rs). A routine the MPI library
     /// lacks stays unresolved here; its first call says so.
-    pub fn prefetch(&self) {
+    pub fn prefetch(self) {
         if self.addr.load(Ordering::Relaxed).is_null() {
-            let p = lookup(self.name);
+            let p = lookup(self.name());
             if !p.is_null() {
                 self.addr.store(p, Ordering::Relaxed);
             }
@@ -114,11 +129,11 @@ impl Next {
     /// library lacks).
     #[cold]
     #[inline(never)]
-    fn resolve(&self) -> *mut c_void {
+    fn resolve(self) -> *mut c_void {
         self.prefetch();
         let p = self.addr.load(Ordering::Relaxed);
         if p.is_null() {
-            abi::missing(self.name);
+            abi::missing(self.name());
         }
         p
     }

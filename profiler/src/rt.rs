@@ -34,7 +34,7 @@ pub fn plain_here() -> bool {
 /// whenever a counting copy runs ([`crate::next::Next::claimed`]).
 #[inline(always)]
 pub fn next_for(
-    next: &crate::next::Next,
+    next: crate::next::Next,
     general: bool,
     hot: bool,
 ) -> Option<*mut std::ffi::c_void> {

@@ -483,6 +483,7 @@ impl Imports {
 fn wrapper(
     out: &mut String,
     row: &Row,
+    slot: usize,
     imports: &mut Imports,
     uses_maybe_uninit: &mut bool,
     uses_traffic_mod: &mut bool,
@@ -528,7 +529,7 @@ fn wrapper(
     let next_static = format!("NEXT_{name}");
     writeln!(
         out,
-        "pub static {next_static}: Next = Next::new(c\"{}\");",
+        "pub const {next_static}: Next = Next::new(c\"{}\", &ADDRESSES[{slot}]);",
         pmpi_name(name)
     )
     .unwrap();
@@ -560,7 +561,7 @@ fn wrapper(
     let hot = row.semantics.hot;
     writeln!(
         out,
-        "    let Some(next) = rt::next_for(&{next_static}, general, {hot}) else {{ return {general}({}) }};",
+        "    let Some(next) = rt::next_for({next_static}, general, {hot}) else {{ return {general}({}) }};",
         then("via_pmpi")
     )
     .unwrap();
@@ -1092,10 +1093,12 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
     let mut uses_maybe_uninit = false;
     let mut uses_traffic_mod = false;
     let mut uses_requests = false;
-    for row in rows.iter().filter(|r| r.has_wrapper()) {
+    let wrapped: Vec<&Row> = rows.iter().filter(|r| r.has_wrapper()).collect();
+    for (slot, row) in wrapped.iter().enumerate() {
         wrapper(
             &mut body,
             row,
+            slot,
             &mut imports,
             &mut uses_maybe_uninit,
             &mut uses_traffic_mod,
@@ -1145,25 +1148,44 @@ pub fn wrappers_rs(rows: &[Row]) -> String {
     } else {
         "use std::mem::transmute;\n\n"
     });
+    writeln!(
+        out,
+        "/// Every wrapper's real routine's address once looked up, in the order of the `NEXT_X`\n\
+         /// that name them ([`Next`]): all zero, in `.bss`.\n\
+         static ADDRESSES: [std::sync::atomic::AtomicPtr<std::ffi::c_void>; {}] =\n    \
+         [const {{ std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }}; {}];\n",
+        wrapped.len(),
+        wrapped.len()
+    )
+    .unwrap();
     out.push_str(body.trim_end());
     out.push_str(
         "\n\n/// Look up every wrapper's real routine now (at the end of `MPI_Init`), see\n\
          /// [`Next::prefetch`].\n\
          pub fn prefetch_all() {\n",
     );
-    for row in rows.iter().filter(|r| r.has_wrapper()) {
+    for row in &wrapped {
         writeln!(out, "    NEXT_{}.prefetch();", row.prototype.name).unwrap();
     }
+    // A chain of tests, not an array of the constants: such an array would be kept as data,
+    // with a relocation for each pointer in it.
     out.push_str(
         "}\n\n/// Whether every hot routine's real routine is found (after [`prefetch_all`]): only then\n\
          /// does `MPI_Init` claim its thread for the counting copies, which then call a hot\n\
          /// routine's real one unchecked ([`Next::claimed`]).\n\
-         pub fn hot_resolved() -> bool {\n    [",
+         pub fn hot_resolved() -> bool {\n    ",
     );
-    for row in rows.iter().filter(|r| r.has_wrapper() && r.semantics.hot) {
-        write!(out, "\n        &NEXT_{},", row.prototype.name).unwrap();
-    }
-    out.push_str("\n    ]\n    .iter()\n    .all(|next| next.resolved().is_some())\n}\n");
+    let tests: Vec<String> = wrapped
+        .iter()
+        .filter(|r| r.semantics.hot)
+        .map(|r| format!("NEXT_{}.resolved().is_some()", r.prototype.name))
+        .collect();
+    out.push_str(&if tests.is_empty() {
+        "true".to_string()
+    } else {
+        tests.join("\n        && ")
+    });
+    out.push_str("\n}\n");
     out
 }
 

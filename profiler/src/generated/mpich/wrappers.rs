@@ -19,10 +19,15 @@ use crate::traffic::{self, Traffic};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{transmute, MaybeUninit};
 
-pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
+/// Every wrapper's real routine's address once looked up, in the order of the `NEXT_X`
+/// that name them ([`Next`]): all zero, in `.bss`.
+static ADDRESSES: [std::sync::atomic::AtomicPtr<std::ffi::c_void>; 612] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; 612];
+
+pub const NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend", &ADDRESSES[0]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
@@ -56,10 +61,10 @@ pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
+pub const NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init", &ADDRESSES[1]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
@@ -93,10 +98,10 @@ pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
+pub const NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach", &ADDRESSES[2]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
@@ -130,10 +135,10 @@ pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) ->
     counted_PMPI_Buffer_attach(buffer, size)
 }
 
-pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
+pub const NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach", &ADDRESSES[3]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
@@ -167,10 +172,10 @@ pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_in
     counted_PMPI_Buffer_detach(buffer, size)
 }
 
-pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
+pub const NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel", &ADDRESSES[4]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
@@ -204,10 +209,10 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Cancel(request)
 }
 
-pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
+pub const NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count", &ADDRESSES[5]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
@@ -246,10 +251,10 @@ pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI
     counted_PMPI_Get_count(status, datatype, count)
 }
 
-pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
+pub const NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements", &ADDRESSES[6]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
@@ -283,10 +288,10 @@ pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: 
     counted_PMPI_Get_elements(status, datatype, count)
 }
 
-pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
+pub const NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x", &ADDRESSES[7]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
@@ -320,10 +325,10 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype
     counted_PMPI_Get_elements_x(status, datatype, count)
 }
 
-pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
+pub const NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete", &ADDRESSES[8]);
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
@@ -357,10 +362,10 @@ pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
     counted_PMPI_Grequest_complete(request)
 }
 
-pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
+pub const NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start", &ADDRESSES[9]);
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
@@ -394,10 +399,10 @@ pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_functi
     counted_PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
-pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
+pub const NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend", &ADDRESSES[10]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
@@ -432,10 +437,10 @@ pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
+pub const NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe", &ADDRESSES[11]);
 #[inline(always)]
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
@@ -469,10 +474,10 @@ pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm,
     counted_PMPI_Improbe(source, tag, comm, flag, message, status)
 }
 
-pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
+pub const NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv", &ADDRESSES[12]);
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
@@ -506,10 +511,10 @@ pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI
     counted_PMPI_Imrecv(buf, count, r#type, message, request)
 }
 
-pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
+pub const NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe", &ADDRESSES[13]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
@@ -548,10 +553,10 @@ pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
     counted_PMPI_Iprobe(source, tag, comm, flag, status)
 }
 
-pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
+pub const NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv", &ADDRESSES[14]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
@@ -610,10 +615,10 @@ pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MP
     counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
+pub const NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend", &ADDRESSES[15]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
@@ -648,10 +653,10 @@ pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
+pub const NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend", &ADDRESSES[16]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
@@ -691,10 +696,10 @@ pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
+pub const NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend", &ADDRESSES[17]);
 #[inline(always)]
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
@@ -729,10 +734,10 @@ pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
+pub const NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe", &ADDRESSES[18]);
 #[inline(always)]
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
@@ -766,10 +771,10 @@ pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
     counted_PMPI_Mprobe(source, tag, comm, message, status)
 }
 
-pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
+pub const NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv", &ADDRESSES[19]);
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -805,10 +810,10 @@ pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_
     counted_PMPI_Mrecv(buf, count, r#type, message, status)
 }
 
-pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
+pub const NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe", &ADDRESSES[20]);
 #[inline(always)]
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
@@ -847,10 +852,10 @@ pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, s
     counted_PMPI_Probe(source, tag, comm, status)
 }
 
-pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
+pub const NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init", &ADDRESSES[21]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
@@ -884,10 +889,10 @@ pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype
     counted_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
+pub const NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv", &ADDRESSES[22]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -928,10 +933,10 @@ pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI
     counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 
-pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
+pub const NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free", &ADDRESSES[23]);
 #[inline(always)]
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let freeing = requests::freeing(request);
@@ -966,10 +971,10 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Request_free(request)
 }
 
-pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
+pub const NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status", &ADDRESSES[24]);
 #[inline(always)]
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
@@ -1003,10 +1008,10 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mu
     counted_PMPI_Request_get_status(request, flag, status)
 }
 
-pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
+pub const NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend", &ADDRESSES[25]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
@@ -1040,10 +1045,10 @@ pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype:
     counted_PMPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
+pub const NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init", &ADDRESSES[26]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
@@ -1077,10 +1082,10 @@ pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
+pub const NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init", &ADDRESSES[27]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
@@ -1114,10 +1119,10 @@ pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, dataty
     counted_PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
+pub const NEXT_MPI_Send: Next = Next::new(c"PMPI_Send", &ADDRESSES[28]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
@@ -1178,10 +1183,10 @@ pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: M
     counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
+pub const NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv", &ADDRESSES[29]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1222,10 +1227,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
+pub const NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace", &ADDRESSES[30]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1261,10 +1266,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, d
     counted_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
+pub const NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init", &ADDRESSES[31]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
@@ -1298,10 +1303,10 @@ pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
+pub const NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend", &ADDRESSES[32]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
@@ -1362,10 +1367,10 @@ pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
+pub const NEXT_MPI_Start: Next = Next::new(c"PMPI_Start", &ADDRESSES[33]);
 #[inline(always)]
 unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
@@ -1404,10 +1409,10 @@ pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Start(request)
 }
 
-pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
+pub const NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall", &ADDRESSES[34]);
 #[inline(always)]
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
@@ -1446,10 +1451,10 @@ pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI
     counted_PMPI_Startall(count, array_of_requests)
 }
 
-pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
+pub const NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled", &ADDRESSES[35]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
@@ -1483,10 +1488,10 @@ pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag
     counted_PMPI_Status_set_cancelled(status, flag)
 }
 
-pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
+pub const NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements", &ADDRESSES[36]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
@@ -1520,10 +1525,10 @@ pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datat
     counted_PMPI_Status_set_elements(status, datatype, count)
 }
 
-pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
+pub const NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x", &ADDRESSES[37]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
@@ -1557,10 +1562,10 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
     counted_PMPI_Status_set_elements_x(status, datatype, count)
 }
 
-pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
+pub const NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall", &ADDRESSES[38]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
@@ -1606,10 +1611,10 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 
-pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
+pub const NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany", &ADDRESSES[39]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
@@ -1655,10 +1660,10 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Testany(count, array_of_requests, index, flag, status)
 }
 
-pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
+pub const NEXT_MPI_Test: Next = Next::new(c"PMPI_Test", &ADDRESSES[40]);
 #[inline(always)]
 unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
@@ -1739,10 +1744,10 @@ pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, 
     counted_PMPI_Test(request, flag, status)
 }
 
-pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
+pub const NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled", &ADDRESSES[41]);
 #[inline(always)]
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
@@ -1776,10 +1781,10 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
     counted_PMPI_Test_cancelled(status, flag)
 }
 
-pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
+pub const NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome", &ADDRESSES[42]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1819,10 +1824,10 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
     counted_PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
-pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
+pub const NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall", &ADDRESSES[43]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
@@ -1868,10 +1873,10 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 
-pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
+pub const NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany", &ADDRESSES[44]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
@@ -1917,10 +1922,10 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Waitany(count, array_of_requests, index, status)
 }
 
-pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
+pub const NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait", &ADDRESSES[45]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
@@ -2001,10 +2006,10 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
     counted_PMPI_Wait(request, status)
 }
 
-pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
+pub const NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome", &ADDRESSES[46]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -2044,10 +2049,10 @@ pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut M
     counted_PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
-pub static NEXT_MPI_Bsend_c: Next = Next::new(c"PMPI_Bsend_c");
+pub const NEXT_MPI_Bsend_c: Next = Next::new(c"PMPI_Bsend_c", &ADDRESSES[47]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_c, general, false) else { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend_c, general, false) else { return general_MPI_Bsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_c, std::ptr::null(), 0) } else { None };
@@ -2081,10 +2086,10 @@ pub unsafe extern "C" fn PMPI_Bsend_c(buf: *const c_void, count: MPI_Count, data
     counted_PMPI_Bsend_c(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Bsend_init_c: Next = Next::new(c"PMPI_Bsend_init_c");
+pub const NEXT_MPI_Bsend_init_c: Next = Next::new(c"PMPI_Bsend_init_c", &ADDRESSES[48]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init_c, general, false) else { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend_init_c, general, false) else { return general_MPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init_c, std::ptr::null(), 0) } else { None };
@@ -2118,10 +2123,10 @@ pub unsafe extern "C" fn PMPI_Bsend_init_c(buf: *const c_void, count: MPI_Count,
     counted_PMPI_Bsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Buffer_attach_c: Next = Next::new(c"PMPI_Buffer_attach_c");
+pub const NEXT_MPI_Buffer_attach_c: Next = Next::new(c"PMPI_Buffer_attach_c", &ADDRESSES[49]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach_c(via_pmpi: bool, general: bool, buffer: *mut c_void, size: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach_c, general, false) else { return general_MPI_Buffer_attach_c(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_attach_c, general, false) else { return general_MPI_Buffer_attach_c(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach_c, std::ptr::null(), 0) } else { None };
@@ -2155,10 +2160,10 @@ pub unsafe extern "C" fn PMPI_Buffer_attach_c(buffer: *mut c_void, size: MPI_Cou
     counted_PMPI_Buffer_attach_c(buffer, size)
 }
 
-pub static NEXT_MPI_Buffer_detach_c: Next = Next::new(c"PMPI_Buffer_detach_c");
+pub const NEXT_MPI_Buffer_detach_c: Next = Next::new(c"PMPI_Buffer_detach_c", &ADDRESSES[50]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach_c(via_pmpi: bool, general: bool, buffer_addr: *mut c_void, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach_c, general, false) else { return general_MPI_Buffer_detach_c(buffer_addr, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_detach_c, general, false) else { return general_MPI_Buffer_detach_c(buffer_addr, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer_addr, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach_c, std::ptr::null(), 0) } else { None };
@@ -2192,10 +2197,10 @@ pub unsafe extern "C" fn PMPI_Buffer_detach_c(buffer_addr: *mut c_void, size: *m
     counted_PMPI_Buffer_detach_c(buffer_addr, size)
 }
 
-pub static NEXT_MPI_Get_count_c: Next = Next::new(c"PMPI_Get_count_c");
+pub const NEXT_MPI_Get_count_c: Next = Next::new(c"PMPI_Get_count_c", &ADDRESSES[51]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count_c(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count_c, general, false) else { return general_MPI_Get_count_c(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_count_c, general, false) else { return general_MPI_Get_count_c(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count_c, std::ptr::null(), 0) } else { None };
@@ -2229,10 +2234,10 @@ pub unsafe extern "C" fn PMPI_Get_count_c(status: *const MPI_Status, datatype: M
     counted_PMPI_Get_count_c(status, datatype, count)
 }
 
-pub static NEXT_MPI_Get_elements_c: Next = Next::new(c"PMPI_Get_elements_c");
+pub const NEXT_MPI_Get_elements_c: Next = Next::new(c"PMPI_Get_elements_c", &ADDRESSES[52]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_c(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_c, general, false) else { return general_MPI_Get_elements_c(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_elements_c, general, false) else { return general_MPI_Get_elements_c(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_c, std::ptr::null(), 0) } else { None };
@@ -2266,10 +2271,10 @@ pub unsafe extern "C" fn PMPI_Get_elements_c(status: *const MPI_Status, datatype
     counted_PMPI_Get_elements_c(status, datatype, count)
 }
 
-pub static NEXT_MPI_Ibsend_c: Next = Next::new(c"PMPI_Ibsend_c");
+pub const NEXT_MPI_Ibsend_c: Next = Next::new(c"PMPI_Ibsend_c", &ADDRESSES[53]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend_c, general, false) else { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibsend_c, general, false) else { return general_MPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend_c, std::ptr::null(), 0) } else { None };
@@ -2304,10 +2309,10 @@ pub unsafe extern "C" fn PMPI_Ibsend_c(buf: *const c_void, count: MPI_Count, dat
     counted_PMPI_Ibsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Imrecv_c: Next = Next::new(c"PMPI_Imrecv_c");
+pub const NEXT_MPI_Imrecv_c: Next = Next::new(c"PMPI_Imrecv_c", &ADDRESSES[54]);
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv_c, general, false) else { return general_MPI_Imrecv_c(buf, count, datatype, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Imrecv_c, general, false) else { return general_MPI_Imrecv_c(buf, count, datatype, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv_c, std::ptr::null(), 0) } else { None };
@@ -2341,10 +2346,10 @@ pub unsafe extern "C" fn PMPI_Imrecv_c(buf: *mut c_void, count: MPI_Count, datat
     counted_PMPI_Imrecv_c(buf, count, datatype, message, request)
 }
 
-pub static NEXT_MPI_Irecv_c: Next = Next::new(c"PMPI_Irecv_c");
+pub const NEXT_MPI_Irecv_c: Next = Next::new(c"PMPI_Irecv_c", &ADDRESSES[55]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv_c, general, false) else { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irecv_c, general, false) else { return general_MPI_Irecv_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv_c, std::ptr::null(), 0) } else { None };
@@ -2378,10 +2383,10 @@ pub unsafe extern "C" fn PMPI_Irecv_c(buf: *mut c_void, count: MPI_Count, dataty
     counted_PMPI_Irecv_c(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Irsend_c: Next = Next::new(c"PMPI_Irsend_c");
+pub const NEXT_MPI_Irsend_c: Next = Next::new(c"PMPI_Irsend_c", &ADDRESSES[56]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend_c, general, false) else { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irsend_c, general, false) else { return general_MPI_Irsend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend_c, std::ptr::null(), 0) } else { None };
@@ -2416,10 +2421,10 @@ pub unsafe extern "C" fn PMPI_Irsend_c(buf: *const c_void, count: MPI_Count, dat
     counted_PMPI_Irsend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Isend_c: Next = Next::new(c"PMPI_Isend_c");
+pub const NEXT_MPI_Isend_c: Next = Next::new(c"PMPI_Isend_c", &ADDRESSES[57]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend_c, general, false) else { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isend_c, general, false) else { return general_MPI_Isend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend_c, std::ptr::null(), 0) } else { None };
@@ -2454,10 +2459,10 @@ pub unsafe extern "C" fn PMPI_Isend_c(buf: *const c_void, count: MPI_Count, data
     counted_PMPI_Isend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Isendrecv: Next = Next::new(c"PMPI_Isendrecv");
+pub const NEXT_MPI_Isendrecv: Next = Next::new(c"PMPI_Isendrecv", &ADDRESSES[58]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv, general, false) else { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isendrecv, general, false) else { return general_MPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv, std::ptr::null(), 0) } else { None };
@@ -2492,10 +2497,10 @@ pub unsafe extern "C" fn PMPI_Isendrecv(sendbuf: *const c_void, sendcount: c_int
     counted_PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 
-pub static NEXT_MPI_Isendrecv_c: Next = Next::new(c"PMPI_Isendrecv_c");
+pub const NEXT_MPI_Isendrecv_c: Next = Next::new(c"PMPI_Isendrecv_c", &ADDRESSES[59]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_c, general, false) else { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isendrecv_c, general, false) else { return general_MPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_c, std::ptr::null(), 0) } else { None };
@@ -2530,10 +2535,10 @@ pub unsafe extern "C" fn PMPI_Isendrecv_c(sendbuf: *const c_void, sendcount: MPI
     counted_PMPI_Isendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, request)
 }
 
-pub static NEXT_MPI_Isendrecv_replace: Next = Next::new(c"PMPI_Isendrecv_replace");
+pub const NEXT_MPI_Isendrecv_replace: Next = Next::new(c"PMPI_Isendrecv_replace", &ADDRESSES[60]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace, general, false) else { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isendrecv_replace, general, false) else { return general_MPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace, std::ptr::null(), 0) } else { None };
@@ -2568,10 +2573,10 @@ pub unsafe extern "C" fn PMPI_Isendrecv_replace(buf: *mut c_void, count: c_int, 
     counted_PMPI_Isendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 
-pub static NEXT_MPI_Isendrecv_replace_c: Next = Next::new(c"PMPI_Isendrecv_replace_c");
+pub const NEXT_MPI_Isendrecv_replace_c: Next = Next::new(c"PMPI_Isendrecv_replace_c", &ADDRESSES[61]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isendrecv_replace_c, general, false) else { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isendrecv_replace_c, general, false) else { return general_MPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isendrecv_replace_c, std::ptr::null(), 0) } else { None };
@@ -2606,10 +2611,10 @@ pub unsafe extern "C" fn PMPI_Isendrecv_replace_c(buf: *mut c_void, count: MPI_C
     counted_PMPI_Isendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, request)
 }
 
-pub static NEXT_MPI_Issend_c: Next = Next::new(c"PMPI_Issend_c");
+pub const NEXT_MPI_Issend_c: Next = Next::new(c"PMPI_Issend_c", &ADDRESSES[62]);
 #[inline(always)]
 unsafe fn wrap_MPI_Issend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend_c, general, false) else { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Issend_c, general, false) else { return general_MPI_Issend_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend_c, std::ptr::null(), 0) } else { None };
@@ -2644,10 +2649,10 @@ pub unsafe extern "C" fn PMPI_Issend_c(buf: *const c_void, count: MPI_Count, dat
     counted_PMPI_Issend_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Mrecv_c: Next = Next::new(c"PMPI_Mrecv_c");
+pub const NEXT_MPI_Mrecv_c: Next = Next::new(c"PMPI_Mrecv_c", &ADDRESSES[63]);
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv_c, general, false) else { return general_MPI_Mrecv_c(buf, count, datatype, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Mrecv_c, general, false) else { return general_MPI_Mrecv_c(buf, count, datatype, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -2683,10 +2688,10 @@ pub unsafe extern "C" fn PMPI_Mrecv_c(buf: *mut c_void, count: MPI_Count, dataty
     counted_PMPI_Mrecv_c(buf, count, datatype, message, status)
 }
 
-pub static NEXT_MPI_Parrived: Next = Next::new(c"PMPI_Parrived");
+pub const NEXT_MPI_Parrived: Next = Next::new(c"PMPI_Parrived", &ADDRESSES[64]);
 #[inline(always)]
 unsafe fn wrap_MPI_Parrived(via_pmpi: bool, general: bool, request: MPI_Request, partition: c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Parrived, general, false) else { return general_MPI_Parrived(request, partition, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Parrived, general, false) else { return general_MPI_Parrived(request, partition, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, partition, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Parrived, std::ptr::null(), 0) } else { None };
@@ -2720,10 +2725,10 @@ pub unsafe extern "C" fn PMPI_Parrived(request: MPI_Request, partition: c_int, f
     counted_PMPI_Parrived(request, partition, flag)
 }
 
-pub static NEXT_MPI_Pready: Next = Next::new(c"PMPI_Pready");
+pub const NEXT_MPI_Pready: Next = Next::new(c"PMPI_Pready", &ADDRESSES[65]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pready(via_pmpi: bool, general: bool, partition: c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready, general, false) else { return general_MPI_Pready(partition, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pready, general, false) else { return general_MPI_Pready(partition, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready, std::ptr::null(), 0) } else { None };
@@ -2757,10 +2762,10 @@ pub unsafe extern "C" fn PMPI_Pready(partition: c_int, request: MPI_Request) -> 
     counted_PMPI_Pready(partition, request)
 }
 
-pub static NEXT_MPI_Pready_list: Next = Next::new(c"PMPI_Pready_list");
+pub const NEXT_MPI_Pready_list: Next = Next::new(c"PMPI_Pready_list", &ADDRESSES[66]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pready_list(via_pmpi: bool, general: bool, length: c_int, array_of_partitions: *mut c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready_list, general, false) else { return general_MPI_Pready_list(length, array_of_partitions, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pready_list, general, false) else { return general_MPI_Pready_list(length, array_of_partitions, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(length, array_of_partitions, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_list, std::ptr::null(), 0) } else { None };
@@ -2794,10 +2799,10 @@ pub unsafe extern "C" fn PMPI_Pready_list(length: c_int, array_of_partitions: *m
     counted_PMPI_Pready_list(length, array_of_partitions, request)
 }
 
-pub static NEXT_MPI_Pready_range: Next = Next::new(c"PMPI_Pready_range");
+pub const NEXT_MPI_Pready_range: Next = Next::new(c"PMPI_Pready_range", &ADDRESSES[67]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pready_range(via_pmpi: bool, general: bool, partition_low: c_int, partition_high: c_int, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pready_range, general, false) else { return general_MPI_Pready_range(partition_low, partition_high, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pready_range, general, false) else { return general_MPI_Pready_range(partition_low, partition_high, request, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(partition_low, partition_high, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pready_range, std::ptr::null(), 0) } else { None };
@@ -2831,10 +2836,10 @@ pub unsafe extern "C" fn PMPI_Pready_range(partition_low: c_int, partition_high:
     counted_PMPI_Pready_range(partition_low, partition_high, request)
 }
 
-pub static NEXT_MPI_Precv_init: Next = Next::new(c"PMPI_Precv_init");
+pub const NEXT_MPI_Precv_init: Next = Next::new(c"PMPI_Precv_init", &ADDRESSES[68]);
 #[inline(always)]
 unsafe fn wrap_MPI_Precv_init(via_pmpi: bool, general: bool, buf: *mut c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Precv_init, general, false) else { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Precv_init, general, false) else { return general_MPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Precv_init, std::ptr::null(), 0) } else { None };
@@ -2868,10 +2873,10 @@ pub unsafe extern "C" fn PMPI_Precv_init(buf: *mut c_void, partitions: c_int, co
     counted_PMPI_Precv_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 
-pub static NEXT_MPI_Psend_init: Next = Next::new(c"PMPI_Psend_init");
+pub const NEXT_MPI_Psend_init: Next = Next::new(c"PMPI_Psend_init", &ADDRESSES[69]);
 #[inline(always)]
 unsafe fn wrap_MPI_Psend_init(via_pmpi: bool, general: bool, buf: *const c_void, partitions: c_int, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Psend_init, general, false) else { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Psend_init, general, false) else { return general_MPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, partitions, count, datatype, dest, tag, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Psend_init, std::ptr::null(), 0) } else { None };
@@ -2905,10 +2910,10 @@ pub unsafe extern "C" fn PMPI_Psend_init(buf: *const c_void, partitions: c_int, 
     counted_PMPI_Psend_init(buf, partitions, count, datatype, dest, tag, comm, info, request)
 }
 
-pub static NEXT_MPI_Recv_c: Next = Next::new(c"PMPI_Recv_c");
+pub const NEXT_MPI_Recv_c: Next = Next::new(c"PMPI_Recv_c", &ADDRESSES[70]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_c, general, false) else { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv_c, general, false) else { return general_MPI_Recv_c(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -2944,10 +2949,10 @@ pub unsafe extern "C" fn PMPI_Recv_c(buf: *mut c_void, count: MPI_Count, datatyp
     counted_PMPI_Recv_c(buf, count, datatype, source, tag, comm, status)
 }
 
-pub static NEXT_MPI_Recv_init_c: Next = Next::new(c"PMPI_Recv_init_c");
+pub const NEXT_MPI_Recv_init_c: Next = Next::new(c"PMPI_Recv_init_c", &ADDRESSES[71]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init_c, general, false) else { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv_init_c, general, false) else { return general_MPI_Recv_init_c(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init_c, std::ptr::null(), 0) } else { None };
@@ -2981,10 +2986,10 @@ pub unsafe extern "C" fn PMPI_Recv_init_c(buf: *mut c_void, count: MPI_Count, da
     counted_PMPI_Recv_init_c(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Rsend_c: Next = Next::new(c"PMPI_Rsend_c");
+pub const NEXT_MPI_Rsend_c: Next = Next::new(c"PMPI_Rsend_c", &ADDRESSES[72]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_c, general, false) else { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend_c, general, false) else { return general_MPI_Rsend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_c, std::ptr::null(), 0) } else { None };
@@ -3018,10 +3023,10 @@ pub unsafe extern "C" fn PMPI_Rsend_c(buf: *const c_void, count: MPI_Count, data
     counted_PMPI_Rsend_c(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Rsend_init_c: Next = Next::new(c"PMPI_Rsend_init_c");
+pub const NEXT_MPI_Rsend_init_c: Next = Next::new(c"PMPI_Rsend_init_c", &ADDRESSES[73]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init_c, general, false) else { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend_init_c, general, false) else { return general_MPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init_c, std::ptr::null(), 0) } else { None };
@@ -3055,10 +3060,10 @@ pub unsafe extern "C" fn PMPI_Rsend_init_c(buf: *const c_void, count: MPI_Count,
     counted_PMPI_Rsend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Send_c: Next = Next::new(c"PMPI_Send_c");
+pub const NEXT_MPI_Send_c: Next = Next::new(c"PMPI_Send_c", &ADDRESSES[74]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_c, general, false) else { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send_c, general, false) else { return general_MPI_Send_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_c, std::ptr::null(), 0) } else { None };
@@ -3092,10 +3097,10 @@ pub unsafe extern "C" fn PMPI_Send_c(buf: *const c_void, count: MPI_Count, datat
     counted_PMPI_Send_c(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Send_init_c: Next = Next::new(c"PMPI_Send_init_c");
+pub const NEXT_MPI_Send_init_c: Next = Next::new(c"PMPI_Send_init_c", &ADDRESSES[75]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init_c, general, false) else { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send_init_c, general, false) else { return general_MPI_Send_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init_c, std::ptr::null(), 0) } else { None };
@@ -3129,10 +3134,10 @@ pub unsafe extern "C" fn PMPI_Send_init_c(buf: *const c_void, count: MPI_Count, 
     counted_PMPI_Send_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Sendrecv_c: Next = Next::new(c"PMPI_Sendrecv_c");
+pub const NEXT_MPI_Sendrecv_c: Next = Next::new(c"PMPI_Sendrecv_c", &ADDRESSES[76]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_c, general, false) else { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv_c, general, false) else { return general_MPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, *mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -3168,10 +3173,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv_c(sendbuf: *const c_void, sendcount: MPI_
     counted_PMPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Sendrecv_replace_c: Next = Next::new(c"PMPI_Sendrecv_replace_c");
+pub const NEXT_MPI_Sendrecv_replace_c: Next = Next::new(c"PMPI_Sendrecv_replace_c", &ADDRESSES[77]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace_c(via_pmpi: bool, general: bool, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace_c, general, false) else { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv_replace_c, general, false) else { return general_MPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -3207,10 +3212,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace_c(buf: *mut c_void, count: MPI_Co
     counted_PMPI_Sendrecv_replace_c(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Ssend_c: Next = Next::new(c"PMPI_Ssend_c");
+pub const NEXT_MPI_Ssend_c: Next = Next::new(c"PMPI_Ssend_c", &ADDRESSES[78]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_c, general, false) else { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend_c, general, false) else { return general_MPI_Ssend_c(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_c, std::ptr::null(), 0) } else { None };
@@ -3244,10 +3249,10 @@ pub unsafe extern "C" fn PMPI_Ssend_c(buf: *const c_void, count: MPI_Count, data
     counted_PMPI_Ssend_c(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Ssend_init_c: Next = Next::new(c"PMPI_Ssend_init_c");
+pub const NEXT_MPI_Ssend_init_c: Next = Next::new(c"PMPI_Ssend_init_c", &ADDRESSES[79]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init_c(via_pmpi: bool, general: bool, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init_c, general, false) else { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend_init_c, general, false) else { return general_MPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init_c, std::ptr::null(), 0) } else { None };
@@ -3281,10 +3286,10 @@ pub unsafe extern "C" fn PMPI_Ssend_init_c(buf: *const c_void, count: MPI_Count,
     counted_PMPI_Ssend_init_c(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
+pub const NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather", &ADDRESSES[80]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
@@ -3343,10 +3348,10 @@ pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int
     counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
+pub const NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather", &ADDRESSES[81]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
@@ -3380,10 +3385,10 @@ pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_in
     counted_PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
+pub const NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv", &ADDRESSES[82]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
@@ -3422,10 +3427,10 @@ pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_in
     counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
+pub const NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv", &ADDRESSES[83]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
@@ -3459,10 +3464,10 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_i
     counted_PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
+pub const NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce", &ADDRESSES[84]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
@@ -3543,10 +3548,10 @@ pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_
     counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
+pub const NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce", &ADDRESSES[85]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
@@ -3627,10 +3632,10 @@ pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c
     counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
+pub const NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall", &ADDRESSES[86]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
@@ -3689,10 +3694,10 @@ pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
+pub const NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall", &ADDRESSES[87]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
@@ -3751,10 +3756,10 @@ pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int
     counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
+pub const NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv", &ADDRESSES[88]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
@@ -3793,10 +3798,10 @@ pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
+pub const NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv", &ADDRESSES[89]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
@@ -3830,10 +3835,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *co
     counted_PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
+pub const NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw", &ADDRESSES[90]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
@@ -3867,10 +3872,10 @@ pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
+pub const NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw", &ADDRESSES[91]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
@@ -3904,10 +3909,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *co
     counted_PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
+pub const NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier", &ADDRESSES[92]);
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
@@ -3961,10 +3966,10 @@ pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
     counted_PMPI_Barrier(comm)
 }
 
-pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
+pub const NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier", &ADDRESSES[93]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
@@ -4003,10 +4008,10 @@ pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request
     counted_PMPI_Ibarrier(comm, request)
 }
 
-pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
+pub const NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast", &ADDRESSES[94]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
@@ -4062,10 +4067,10 @@ pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype:
     counted_PMPI_Bcast(buffer, count, datatype, root, comm)
 }
 
-pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
+pub const NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast", &ADDRESSES[95]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
@@ -4126,10 +4131,10 @@ pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype
     counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 
-pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
+pub const NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan", &ADDRESSES[96]);
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
@@ -4163,10 +4168,10 @@ pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
+pub const NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan", &ADDRESSES[97]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
@@ -4200,10 +4205,10 @@ pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_vo
     counted_PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
+pub const NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather", &ADDRESSES[98]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
@@ -4237,10 +4242,10 @@ pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, s
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
+pub const NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather", &ADDRESSES[99]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
@@ -4274,10 +4279,10 @@ pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
+pub const NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv", &ADDRESSES[100]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
@@ -4311,10 +4316,10 @@ pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
+pub const NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv", &ADDRESSES[101]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
@@ -4348,10 +4353,10 @@ pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
+pub const NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather", &ADDRESSES[102]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -4385,10 +4390,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
+pub const NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather", &ADDRESSES[103]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -4422,10 +4427,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
+pub const NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv", &ADDRESSES[104]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -4459,10 +4464,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendco
     counted_PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
+pub const NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv", &ADDRESSES[105]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -4496,10 +4501,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendc
     counted_PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
+pub const NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall", &ADDRESSES[106]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -4533,10 +4538,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcoun
     counted_PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
+pub const NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall", &ADDRESSES[107]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -4570,10 +4575,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcou
     counted_PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
+pub const NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv", &ADDRESSES[108]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -4607,10 +4612,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
+pub const NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv", &ADDRESSES[109]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -4644,10 +4649,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
+pub const NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw", &ADDRESSES[110]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -4681,10 +4686,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
+pub const NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw", &ADDRESSES[111]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -4718,10 +4723,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
+pub const NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce", &ADDRESSES[112]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
@@ -4802,10 +4807,10 @@ pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
-pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
+pub const NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce", &ADDRESSES[113]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
@@ -4886,10 +4891,10 @@ pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_vo
     counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
-pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
+pub const NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local", &ADDRESSES[114]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
@@ -4923,10 +4928,10 @@ pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut 
     counted_PMPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 
-pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
+pub const NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter", &ADDRESSES[115]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
@@ -4960,10 +4965,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *m
     counted_PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
+pub const NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter", &ADDRESSES[116]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
@@ -4997,10 +5002,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *
     counted_PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
+pub const NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block", &ADDRESSES[117]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -5034,10 +5039,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvb
     counted_PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
+pub const NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block", &ADDRESSES[118]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -5071,10 +5076,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recv
     counted_PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
+pub const NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan", &ADDRESSES[119]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
@@ -5108,10 +5113,10 @@ pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void,
     counted_PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
+pub const NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan", &ADDRESSES[120]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
@@ -5145,10 +5150,10 @@ pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void
     counted_PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
+pub const NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter", &ADDRESSES[121]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
@@ -5207,10 +5212,10 @@ pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
+pub const NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter", &ADDRESSES[122]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
@@ -5244,10 +5249,10 @@ pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
+pub const NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv", &ADDRESSES[123]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
@@ -5281,10 +5286,10 @@ pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *cons
     counted_PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
+pub const NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv", &ADDRESSES[124]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
@@ -5318,10 +5323,10 @@ pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Allgather_c: Next = Next::new(c"PMPI_Allgather_c");
+pub const NEXT_MPI_Allgather_c: Next = Next::new(c"PMPI_Allgather_c", &ADDRESSES[125]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_c, general, false) else { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgather_c, general, false) else { return general_MPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_c, std::ptr::null(), 0) } else { None };
@@ -5355,10 +5360,10 @@ pub unsafe extern "C" fn PMPI_Allgather_c(sendbuf: *const c_void, sendcount: MPI
     counted_PMPI_Allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Allgather_init: Next = Next::new(c"PMPI_Allgather_init");
+pub const NEXT_MPI_Allgather_init: Next = Next::new(c"PMPI_Allgather_init", &ADDRESSES[126]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init, general, false) else { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgather_init, general, false) else { return general_MPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init, std::ptr::null(), 0) } else { None };
@@ -5392,10 +5397,10 @@ pub unsafe extern "C" fn PMPI_Allgather_init(sendbuf: *const c_void, sendcount: 
     counted_PMPI_Allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Allgather_init_c: Next = Next::new(c"PMPI_Allgather_init_c");
+pub const NEXT_MPI_Allgather_init_c: Next = Next::new(c"PMPI_Allgather_init_c", &ADDRESSES[127]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather_init_c, general, false) else { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgather_init_c, general, false) else { return general_MPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather_init_c, std::ptr::null(), 0) } else { None };
@@ -5429,10 +5434,10 @@ pub unsafe extern "C" fn PMPI_Allgather_init_c(sendbuf: *const c_void, sendcount
     counted_PMPI_Allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Allgatherv_c: Next = Next::new(c"PMPI_Allgatherv_c");
+pub const NEXT_MPI_Allgatherv_c: Next = Next::new(c"PMPI_Allgatherv_c", &ADDRESSES[128]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_c, general, false) else { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgatherv_c, general, false) else { return general_MPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -5466,10 +5471,10 @@ pub unsafe extern "C" fn PMPI_Allgatherv_c(sendbuf: *const c_void, sendcount: MP
     counted_PMPI_Allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Allgatherv_init: Next = Next::new(c"PMPI_Allgatherv_init");
+pub const NEXT_MPI_Allgatherv_init: Next = Next::new(c"PMPI_Allgatherv_init", &ADDRESSES[129]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init, general, false) else { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgatherv_init, general, false) else { return general_MPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init, std::ptr::null(), 0) } else { None };
@@ -5503,10 +5508,10 @@ pub unsafe extern "C" fn PMPI_Allgatherv_init(sendbuf: *const c_void, sendcount:
     counted_PMPI_Allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Allgatherv_init_c: Next = Next::new(c"PMPI_Allgatherv_init_c");
+pub const NEXT_MPI_Allgatherv_init_c: Next = Next::new(c"PMPI_Allgatherv_init_c", &ADDRESSES[130]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv_init_c, general, false) else { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgatherv_init_c, general, false) else { return general_MPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -5540,10 +5545,10 @@ pub unsafe extern "C" fn PMPI_Allgatherv_init_c(sendbuf: *const c_void, sendcoun
     counted_PMPI_Allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Allreduce_c: Next = Next::new(c"PMPI_Allreduce_c");
+pub const NEXT_MPI_Allreduce_c: Next = Next::new(c"PMPI_Allreduce_c", &ADDRESSES[131]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_c, general, false) else { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allreduce_c, general, false) else { return general_MPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_c, std::ptr::null(), 0) } else { None };
@@ -5577,10 +5582,10 @@ pub unsafe extern "C" fn PMPI_Allreduce_c(sendbuf: *const c_void, recvbuf: *mut 
     counted_PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Allreduce_init: Next = Next::new(c"PMPI_Allreduce_init");
+pub const NEXT_MPI_Allreduce_init: Next = Next::new(c"PMPI_Allreduce_init", &ADDRESSES[132]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init, general, false) else { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allreduce_init, general, false) else { return general_MPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init, std::ptr::null(), 0) } else { None };
@@ -5614,10 +5619,10 @@ pub unsafe extern "C" fn PMPI_Allreduce_init(sendbuf: *const c_void, recvbuf: *m
     counted_PMPI_Allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Allreduce_init_c: Next = Next::new(c"PMPI_Allreduce_init_c");
+pub const NEXT_MPI_Allreduce_init_c: Next = Next::new(c"PMPI_Allreduce_init_c", &ADDRESSES[133]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce_init_c, general, false) else { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allreduce_init_c, general, false) else { return general_MPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce_init_c, std::ptr::null(), 0) } else { None };
@@ -5651,10 +5656,10 @@ pub unsafe extern "C" fn PMPI_Allreduce_init_c(sendbuf: *const c_void, recvbuf: 
     counted_PMPI_Allreduce_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoall_c: Next = Next::new(c"PMPI_Alltoall_c");
+pub const NEXT_MPI_Alltoall_c: Next = Next::new(c"PMPI_Alltoall_c", &ADDRESSES[134]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_c, general, false) else { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoall_c, general, false) else { return general_MPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_c, std::ptr::null(), 0) } else { None };
@@ -5688,10 +5693,10 @@ pub unsafe extern "C" fn PMPI_Alltoall_c(sendbuf: *const c_void, sendcount: MPI_
     counted_PMPI_Alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Alltoall_init: Next = Next::new(c"PMPI_Alltoall_init");
+pub const NEXT_MPI_Alltoall_init: Next = Next::new(c"PMPI_Alltoall_init", &ADDRESSES[135]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init, general, false) else { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoall_init, general, false) else { return general_MPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init, std::ptr::null(), 0) } else { None };
@@ -5725,10 +5730,10 @@ pub unsafe extern "C" fn PMPI_Alltoall_init(sendbuf: *const c_void, sendcount: c
     counted_PMPI_Alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoall_init_c: Next = Next::new(c"PMPI_Alltoall_init_c");
+pub const NEXT_MPI_Alltoall_init_c: Next = Next::new(c"PMPI_Alltoall_init_c", &ADDRESSES[136]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall_init_c, general, false) else { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoall_init_c, general, false) else { return general_MPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall_init_c, std::ptr::null(), 0) } else { None };
@@ -5762,10 +5767,10 @@ pub unsafe extern "C" fn PMPI_Alltoall_init_c(sendbuf: *const c_void, sendcount:
     counted_PMPI_Alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoallv_c: Next = Next::new(c"PMPI_Alltoallv_c");
+pub const NEXT_MPI_Alltoallv_c: Next = Next::new(c"PMPI_Alltoallv_c", &ADDRESSES[137]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_c, general, false) else { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallv_c, general, false) else { return general_MPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -5799,10 +5804,10 @@ pub unsafe extern "C" fn PMPI_Alltoallv_c(sendbuf: *const c_void, sendcounts: *c
     counted_PMPI_Alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Alltoallv_init: Next = Next::new(c"PMPI_Alltoallv_init");
+pub const NEXT_MPI_Alltoallv_init: Next = Next::new(c"PMPI_Alltoallv_init", &ADDRESSES[138]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init, general, false) else { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallv_init, general, false) else { return general_MPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init, std::ptr::null(), 0) } else { None };
@@ -5836,10 +5841,10 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init(sendbuf: *const c_void, sendcounts:
     counted_PMPI_Alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoallv_init_c: Next = Next::new(c"PMPI_Alltoallv_init_c");
+pub const NEXT_MPI_Alltoallv_init_c: Next = Next::new(c"PMPI_Alltoallv_init_c", &ADDRESSES[139]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv_init_c, general, false) else { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallv_init_c, general, false) else { return general_MPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv_init_c, std::ptr::null(), 0) } else { None };
@@ -5873,10 +5878,10 @@ pub unsafe extern "C" fn PMPI_Alltoallv_init_c(sendbuf: *const c_void, sendcount
     counted_PMPI_Alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoallw_c: Next = Next::new(c"PMPI_Alltoallw_c");
+pub const NEXT_MPI_Alltoallw_c: Next = Next::new(c"PMPI_Alltoallw_c", &ADDRESSES[140]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_c, general, false) else { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallw_c, general, false) else { return general_MPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -5910,10 +5915,10 @@ pub unsafe extern "C" fn PMPI_Alltoallw_c(sendbuf: *const c_void, sendcounts: *c
     counted_PMPI_Alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Alltoallw_init: Next = Next::new(c"PMPI_Alltoallw_init");
+pub const NEXT_MPI_Alltoallw_init: Next = Next::new(c"PMPI_Alltoallw_init", &ADDRESSES[141]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init, general, false) else { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallw_init, general, false) else { return general_MPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init, std::ptr::null(), 0) } else { None };
@@ -5947,10 +5952,10 @@ pub unsafe extern "C" fn PMPI_Alltoallw_init(sendbuf: *const c_void, sendcounts:
     counted_PMPI_Alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
-pub static NEXT_MPI_Alltoallw_init_c: Next = Next::new(c"PMPI_Alltoallw_init_c");
+pub const NEXT_MPI_Alltoallw_init_c: Next = Next::new(c"PMPI_Alltoallw_init_c", &ADDRESSES[142]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw_init_c, general, false) else { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallw_init_c, general, false) else { return general_MPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw_init_c, std::ptr::null(), 0) } else { None };
@@ -5984,10 +5989,10 @@ pub unsafe extern "C" fn PMPI_Alltoallw_init_c(sendbuf: *const c_void, sendcount
     counted_PMPI_Alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
-pub static NEXT_MPI_Barrier_init: Next = Next::new(c"PMPI_Barrier_init");
+pub const NEXT_MPI_Barrier_init: Next = Next::new(c"PMPI_Barrier_init", &ADDRESSES[143]);
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier_init(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier_init, general, false) else { return general_MPI_Barrier_init(comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Barrier_init, general, false) else { return general_MPI_Barrier_init(comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier_init, std::ptr::null(), 0) } else { None };
@@ -6021,10 +6026,10 @@ pub unsafe extern "C" fn PMPI_Barrier_init(comm: MPI_Comm, info: MPI_Info, reque
     counted_PMPI_Barrier_init(comm, info, request)
 }
 
-pub static NEXT_MPI_Bcast_c: Next = Next::new(c"PMPI_Bcast_c");
+pub const NEXT_MPI_Bcast_c: Next = Next::new(c"PMPI_Bcast_c", &ADDRESSES[144]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_c, general, false) else { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bcast_c, general, false) else { return general_MPI_Bcast_c(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_c, std::ptr::null(), 0) } else { None };
@@ -6058,10 +6063,10 @@ pub unsafe extern "C" fn PMPI_Bcast_c(buffer: *mut c_void, count: MPI_Count, dat
     counted_PMPI_Bcast_c(buffer, count, datatype, root, comm)
 }
 
-pub static NEXT_MPI_Bcast_init: Next = Next::new(c"PMPI_Bcast_init");
+pub const NEXT_MPI_Bcast_init: Next = Next::new(c"PMPI_Bcast_init", &ADDRESSES[145]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_init(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init, general, false) else { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bcast_init, general, false) else { return general_MPI_Bcast_init(buffer, count, datatype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init, std::ptr::null(), 0) } else { None };
@@ -6095,10 +6100,10 @@ pub unsafe extern "C" fn PMPI_Bcast_init(buffer: *mut c_void, count: c_int, data
     counted_PMPI_Bcast_init(buffer, count, datatype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Bcast_init_c: Next = Next::new(c"PMPI_Bcast_init_c");
+pub const NEXT_MPI_Bcast_init_c: Next = Next::new(c"PMPI_Bcast_init_c", &ADDRESSES[146]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast_init_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast_init_c, general, false) else { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bcast_init_c, general, false) else { return general_MPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast_init_c, std::ptr::null(), 0) } else { None };
@@ -6132,10 +6137,10 @@ pub unsafe extern "C" fn PMPI_Bcast_init_c(buffer: *mut c_void, count: MPI_Count
     counted_PMPI_Bcast_init_c(buffer, count, datatype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Exscan_c: Next = Next::new(c"PMPI_Exscan_c");
+pub const NEXT_MPI_Exscan_c: Next = Next::new(c"PMPI_Exscan_c", &ADDRESSES[147]);
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_c, general, false) else { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Exscan_c, general, false) else { return general_MPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_c, std::ptr::null(), 0) } else { None };
@@ -6169,10 +6174,10 @@ pub unsafe extern "C" fn PMPI_Exscan_c(sendbuf: *const c_void, recvbuf: *mut c_v
     counted_PMPI_Exscan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Exscan_init: Next = Next::new(c"PMPI_Exscan_init");
+pub const NEXT_MPI_Exscan_init: Next = Next::new(c"PMPI_Exscan_init", &ADDRESSES[148]);
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init, general, false) else { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Exscan_init, general, false) else { return general_MPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init, std::ptr::null(), 0) } else { None };
@@ -6206,10 +6211,10 @@ pub unsafe extern "C" fn PMPI_Exscan_init(sendbuf: *const c_void, recvbuf: *mut 
     counted_PMPI_Exscan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Exscan_init_c: Next = Next::new(c"PMPI_Exscan_init_c");
+pub const NEXT_MPI_Exscan_init_c: Next = Next::new(c"PMPI_Exscan_init_c", &ADDRESSES[149]);
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan_init_c, general, false) else { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Exscan_init_c, general, false) else { return general_MPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan_init_c, std::ptr::null(), 0) } else { None };
@@ -6243,10 +6248,10 @@ pub unsafe extern "C" fn PMPI_Exscan_init_c(sendbuf: *const c_void, recvbuf: *mu
     counted_PMPI_Exscan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Gather_c: Next = Next::new(c"PMPI_Gather_c");
+pub const NEXT_MPI_Gather_c: Next = Next::new(c"PMPI_Gather_c", &ADDRESSES[150]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_c, general, false) else { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gather_c, general, false) else { return general_MPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_c, std::ptr::null(), 0) } else { None };
@@ -6280,10 +6285,10 @@ pub unsafe extern "C" fn PMPI_Gather_c(sendbuf: *const c_void, sendcount: MPI_Co
     counted_PMPI_Gather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Gather_init: Next = Next::new(c"PMPI_Gather_init");
+pub const NEXT_MPI_Gather_init: Next = Next::new(c"PMPI_Gather_init", &ADDRESSES[151]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init, general, false) else { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gather_init, general, false) else { return general_MPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init, std::ptr::null(), 0) } else { None };
@@ -6317,10 +6322,10 @@ pub unsafe extern "C" fn PMPI_Gather_init(sendbuf: *const c_void, sendcount: c_i
     counted_PMPI_Gather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Gather_init_c: Next = Next::new(c"PMPI_Gather_init_c");
+pub const NEXT_MPI_Gather_init_c: Next = Next::new(c"PMPI_Gather_init_c", &ADDRESSES[152]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather_init_c, general, false) else { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gather_init_c, general, false) else { return general_MPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather_init_c, std::ptr::null(), 0) } else { None };
@@ -6354,10 +6359,10 @@ pub unsafe extern "C" fn PMPI_Gather_init_c(sendbuf: *const c_void, sendcount: M
     counted_PMPI_Gather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Gatherv_c: Next = Next::new(c"PMPI_Gatherv_c");
+pub const NEXT_MPI_Gatherv_c: Next = Next::new(c"PMPI_Gatherv_c", &ADDRESSES[153]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_c, general, false) else { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gatherv_c, general, false) else { return general_MPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_c, std::ptr::null(), 0) } else { None };
@@ -6391,10 +6396,10 @@ pub unsafe extern "C" fn PMPI_Gatherv_c(sendbuf: *const c_void, sendcount: MPI_C
     counted_PMPI_Gatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Gatherv_init: Next = Next::new(c"PMPI_Gatherv_init");
+pub const NEXT_MPI_Gatherv_init: Next = Next::new(c"PMPI_Gatherv_init", &ADDRESSES[154]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init, general, false) else { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gatherv_init, general, false) else { return general_MPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init, std::ptr::null(), 0) } else { None };
@@ -6428,10 +6433,10 @@ pub unsafe extern "C" fn PMPI_Gatherv_init(sendbuf: *const c_void, sendcount: c_
     counted_PMPI_Gatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Gatherv_init_c: Next = Next::new(c"PMPI_Gatherv_init_c");
+pub const NEXT_MPI_Gatherv_init_c: Next = Next::new(c"PMPI_Gatherv_init_c", &ADDRESSES[155]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv_init_c, general, false) else { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gatherv_init_c, general, false) else { return general_MPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -6465,10 +6470,10 @@ pub unsafe extern "C" fn PMPI_Gatherv_init_c(sendbuf: *const c_void, sendcount: 
     counted_PMPI_Gatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Iallgather_c: Next = Next::new(c"PMPI_Iallgather_c");
+pub const NEXT_MPI_Iallgather_c: Next = Next::new(c"PMPI_Iallgather_c", &ADDRESSES[156]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather_c, general, false) else { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgather_c, general, false) else { return general_MPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather_c, std::ptr::null(), 0) } else { None };
@@ -6502,10 +6507,10 @@ pub unsafe extern "C" fn PMPI_Iallgather_c(sendbuf: *const c_void, sendcount: MP
     counted_PMPI_Iallgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Iallgatherv_c: Next = Next::new(c"PMPI_Iallgatherv_c");
+pub const NEXT_MPI_Iallgatherv_c: Next = Next::new(c"PMPI_Iallgatherv_c", &ADDRESSES[157]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv_c, general, false) else { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgatherv_c, general, false) else { return general_MPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv_c, std::ptr::null(), 0) } else { None };
@@ -6539,10 +6544,10 @@ pub unsafe extern "C" fn PMPI_Iallgatherv_c(sendbuf: *const c_void, sendcount: M
     counted_PMPI_Iallgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Iallreduce_c: Next = Next::new(c"PMPI_Iallreduce_c");
+pub const NEXT_MPI_Iallreduce_c: Next = Next::new(c"PMPI_Iallreduce_c", &ADDRESSES[158]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce_c, general, false) else { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallreduce_c, general, false) else { return general_MPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce_c, std::ptr::null(), 0) } else { None };
@@ -6576,10 +6581,10 @@ pub unsafe extern "C" fn PMPI_Iallreduce_c(sendbuf: *const c_void, recvbuf: *mut
     counted_PMPI_Iallreduce_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Ialltoall_c: Next = Next::new(c"PMPI_Ialltoall_c");
+pub const NEXT_MPI_Ialltoall_c: Next = Next::new(c"PMPI_Ialltoall_c", &ADDRESSES[159]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall_c, general, false) else { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoall_c, general, false) else { return general_MPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall_c, std::ptr::null(), 0) } else { None };
@@ -6613,10 +6618,10 @@ pub unsafe extern "C" fn PMPI_Ialltoall_c(sendbuf: *const c_void, sendcount: MPI
     counted_PMPI_Ialltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ialltoallv_c: Next = Next::new(c"PMPI_Ialltoallv_c");
+pub const NEXT_MPI_Ialltoallv_c: Next = Next::new(c"PMPI_Ialltoallv_c", &ADDRESSES[160]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv_c, general, false) else { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallv_c, general, false) else { return general_MPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv_c, std::ptr::null(), 0) } else { None };
@@ -6650,10 +6655,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallv_c(sendbuf: *const c_void, sendcounts: *
     counted_PMPI_Ialltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ialltoallw_c: Next = Next::new(c"PMPI_Ialltoallw_c");
+pub const NEXT_MPI_Ialltoallw_c: Next = Next::new(c"PMPI_Ialltoallw_c", &ADDRESSES[161]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw_c, general, false) else { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallw_c, general, false) else { return general_MPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw_c, std::ptr::null(), 0) } else { None };
@@ -6687,10 +6692,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallw_c(sendbuf: *const c_void, sendcounts: *
     counted_PMPI_Ialltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Ibcast_c: Next = Next::new(c"PMPI_Ibcast_c");
+pub const NEXT_MPI_Ibcast_c: Next = Next::new(c"PMPI_Ibcast_c", &ADDRESSES[162]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast_c(via_pmpi: bool, general: bool, buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast_c, general, false) else { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibcast_c, general, false) else { return general_MPI_Ibcast_c(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast_c, std::ptr::null(), 0) } else { None };
@@ -6724,10 +6729,10 @@ pub unsafe extern "C" fn PMPI_Ibcast_c(buffer: *mut c_void, count: MPI_Count, da
     counted_PMPI_Ibcast_c(buffer, count, datatype, root, comm, request)
 }
 
-pub static NEXT_MPI_Iexscan_c: Next = Next::new(c"PMPI_Iexscan_c");
+pub const NEXT_MPI_Iexscan_c: Next = Next::new(c"PMPI_Iexscan_c", &ADDRESSES[163]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan_c, general, false) else { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iexscan_c, general, false) else { return general_MPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan_c, std::ptr::null(), 0) } else { None };
@@ -6761,10 +6766,10 @@ pub unsafe extern "C" fn PMPI_Iexscan_c(sendbuf: *const c_void, recvbuf: *mut c_
     counted_PMPI_Iexscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Igather_c: Next = Next::new(c"PMPI_Igather_c");
+pub const NEXT_MPI_Igather_c: Next = Next::new(c"PMPI_Igather_c", &ADDRESSES[164]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather_c, general, false) else { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igather_c, general, false) else { return general_MPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather_c, std::ptr::null(), 0) } else { None };
@@ -6798,10 +6803,10 @@ pub unsafe extern "C" fn PMPI_Igather_c(sendbuf: *const c_void, sendcount: MPI_C
     counted_PMPI_Igather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Igatherv_c: Next = Next::new(c"PMPI_Igatherv_c");
+pub const NEXT_MPI_Igatherv_c: Next = Next::new(c"PMPI_Igatherv_c", &ADDRESSES[165]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv_c, general, false) else { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igatherv_c, general, false) else { return general_MPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv_c, std::ptr::null(), 0) } else { None };
@@ -6835,10 +6840,10 @@ pub unsafe extern "C" fn PMPI_Igatherv_c(sendbuf: *const c_void, sendcount: MPI_
     counted_PMPI_Igatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Ineighbor_allgather_c: Next = Next::new(c"PMPI_Ineighbor_allgather_c");
+pub const NEXT_MPI_Ineighbor_allgather_c: Next = Next::new(c"PMPI_Ineighbor_allgather_c", &ADDRESSES[166]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather_c, general, false) else { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgather_c, general, false) else { return general_MPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather_c, std::ptr::null(), 0) } else { None };
@@ -6872,10 +6877,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather_c(sendbuf: *const c_void, send
     counted_PMPI_Ineighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ineighbor_allgatherv_c: Next = Next::new(c"PMPI_Ineighbor_allgatherv_c");
+pub const NEXT_MPI_Ineighbor_allgatherv_c: Next = Next::new(c"PMPI_Ineighbor_allgatherv_c", &ADDRESSES[167]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv_c, general, false) else { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgatherv_c, general, false) else { return general_MPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -6909,10 +6914,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv_c(sendbuf: *const c_void, sen
     counted_PMPI_Ineighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoall_c: Next = Next::new(c"PMPI_Ineighbor_alltoall_c");
+pub const NEXT_MPI_Ineighbor_alltoall_c: Next = Next::new(c"PMPI_Ineighbor_alltoall_c", &ADDRESSES[168]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall_c, general, false) else { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoall_c, general, false) else { return general_MPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall_c, std::ptr::null(), 0) } else { None };
@@ -6946,10 +6951,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall_c(sendbuf: *const c_void, sendc
     counted_PMPI_Ineighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallv_c: Next = Next::new(c"PMPI_Ineighbor_alltoallv_c");
+pub const NEXT_MPI_Ineighbor_alltoallv_c: Next = Next::new(c"PMPI_Ineighbor_alltoallv_c", &ADDRESSES[169]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv_c, general, false) else { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallv_c, general, false) else { return general_MPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -6983,10 +6988,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv_c(sendbuf: *const c_void, send
     counted_PMPI_Ineighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallw_c: Next = Next::new(c"PMPI_Ineighbor_alltoallw_c");
+pub const NEXT_MPI_Ineighbor_alltoallw_c: Next = Next::new(c"PMPI_Ineighbor_alltoallw_c", &ADDRESSES[170]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw_c, general, false) else { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallw_c, general, false) else { return general_MPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -7020,10 +7025,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw_c(sendbuf: *const c_void, send
     counted_PMPI_Ineighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Ireduce_c: Next = Next::new(c"PMPI_Ireduce_c");
+pub const NEXT_MPI_Ireduce_c: Next = Next::new(c"PMPI_Ireduce_c", &ADDRESSES[171]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_c, general, false) else { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_c, general, false) else { return general_MPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_c, std::ptr::null(), 0) } else { None };
@@ -7057,10 +7062,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_c(sendbuf: *const c_void, recvbuf: *mut c_
     counted_PMPI_Ireduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
-pub static NEXT_MPI_Ireduce_scatter_block_c: Next = Next::new(c"PMPI_Ireduce_scatter_block_c");
+pub const NEXT_MPI_Ireduce_scatter_block_c: Next = Next::new(c"PMPI_Ireduce_scatter_block_c", &ADDRESSES[172]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block_c, general, false) else { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter_block_c, general, false) else { return general_MPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block_c, std::ptr::null(), 0) } else { None };
@@ -7094,10 +7099,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block_c(sendbuf: *const c_void, re
     counted_PMPI_Ireduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Ireduce_scatter_c: Next = Next::new(c"PMPI_Ireduce_scatter_c");
+pub const NEXT_MPI_Ireduce_scatter_c: Next = Next::new(c"PMPI_Ireduce_scatter_c", &ADDRESSES[173]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_c, general, false) else { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter_c, general, false) else { return general_MPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_c, std::ptr::null(), 0) } else { None };
@@ -7131,10 +7136,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_c(sendbuf: *const c_void, recvbuf:
     counted_PMPI_Ireduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Iscan_c: Next = Next::new(c"PMPI_Iscan_c");
+pub const NEXT_MPI_Iscan_c: Next = Next::new(c"PMPI_Iscan_c", &ADDRESSES[174]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan_c, general, false) else { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscan_c, general, false) else { return general_MPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan_c, std::ptr::null(), 0) } else { None };
@@ -7168,10 +7173,10 @@ pub unsafe extern "C" fn PMPI_Iscan_c(sendbuf: *const c_void, recvbuf: *mut c_vo
     counted_PMPI_Iscan_c(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Iscatter_c: Next = Next::new(c"PMPI_Iscatter_c");
+pub const NEXT_MPI_Iscatter_c: Next = Next::new(c"PMPI_Iscatter_c", &ADDRESSES[175]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter_c, general, false) else { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatter_c, general, false) else { return general_MPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter_c, std::ptr::null(), 0) } else { None };
@@ -7205,10 +7210,10 @@ pub unsafe extern "C" fn PMPI_Iscatter_c(sendbuf: *const c_void, sendcount: MPI_
     counted_PMPI_Iscatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Iscatterv_c: Next = Next::new(c"PMPI_Iscatterv_c");
+pub const NEXT_MPI_Iscatterv_c: Next = Next::new(c"PMPI_Iscatterv_c", &ADDRESSES[176]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv_c, general, false) else { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatterv_c, general, false) else { return general_MPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv_c, std::ptr::null(), 0) } else { None };
@@ -7242,10 +7247,10 @@ pub unsafe extern "C" fn PMPI_Iscatterv_c(sendbuf: *const c_void, sendcounts: *c
     counted_PMPI_Iscatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgather_c: Next = Next::new(c"PMPI_Neighbor_allgather_c");
+pub const NEXT_MPI_Neighbor_allgather_c: Next = Next::new(c"PMPI_Neighbor_allgather_c", &ADDRESSES[177]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_c, general, false) else { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgather_c, general, false) else { return general_MPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_c, std::ptr::null(), 0) } else { None };
@@ -7279,10 +7284,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_c(sendbuf: *const c_void, sendc
     counted_PMPI_Neighbor_allgather_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Neighbor_allgather_init: Next = Next::new(c"PMPI_Neighbor_allgather_init");
+pub const NEXT_MPI_Neighbor_allgather_init: Next = Next::new(c"PMPI_Neighbor_allgather_init", &ADDRESSES[178]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init, general, false) else { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgather_init, general, false) else { return general_MPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init, std::ptr::null(), 0) } else { None };
@@ -7316,10 +7321,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_init(sendbuf: *const c_void, se
     counted_PMPI_Neighbor_allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgather_init_c: Next = Next::new(c"PMPI_Neighbor_allgather_init_c");
+pub const NEXT_MPI_Neighbor_allgather_init_c: Next = Next::new(c"PMPI_Neighbor_allgather_init_c", &ADDRESSES[179]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather_init_c, general, false) else { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgather_init_c, general, false) else { return general_MPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather_init_c, std::ptr::null(), 0) } else { None };
@@ -7353,10 +7358,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather_init_c(sendbuf: *const c_void, 
     counted_PMPI_Neighbor_allgather_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgatherv_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_c");
+pub const NEXT_MPI_Neighbor_allgatherv_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_c", &ADDRESSES[180]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_c, general, false) else { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgatherv_c, general, false) else { return general_MPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_c, std::ptr::null(), 0) } else { None };
@@ -7390,10 +7395,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_c(sendbuf: *const c_void, send
     counted_PMPI_Neighbor_allgatherv_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Neighbor_allgatherv_init: Next = Next::new(c"PMPI_Neighbor_allgatherv_init");
+pub const NEXT_MPI_Neighbor_allgatherv_init: Next = Next::new(c"PMPI_Neighbor_allgatherv_init", &ADDRESSES[181]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init, general, false) else { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgatherv_init, general, false) else { return general_MPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init, std::ptr::null(), 0) } else { None };
@@ -7427,10 +7432,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init(sendbuf: *const c_void, s
     counted_PMPI_Neighbor_allgatherv_init(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgatherv_init_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_init_c");
+pub const NEXT_MPI_Neighbor_allgatherv_init_c: Next = Next::new(c"PMPI_Neighbor_allgatherv_init_c", &ADDRESSES[182]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv_init_c, general, false) else { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgatherv_init_c, general, false) else { return general_MPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv_init_c, std::ptr::null(), 0) } else { None };
@@ -7464,10 +7469,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv_init_c(sendbuf: *const c_void,
     counted_PMPI_Neighbor_allgatherv_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoall_c: Next = Next::new(c"PMPI_Neighbor_alltoall_c");
+pub const NEXT_MPI_Neighbor_alltoall_c: Next = Next::new(c"PMPI_Neighbor_alltoall_c", &ADDRESSES[183]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_c, general, false) else { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoall_c, general, false) else { return general_MPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_c, std::ptr::null(), 0) } else { None };
@@ -7501,10 +7506,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_c(sendbuf: *const c_void, sendco
     counted_PMPI_Neighbor_alltoall_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Neighbor_alltoall_init: Next = Next::new(c"PMPI_Neighbor_alltoall_init");
+pub const NEXT_MPI_Neighbor_alltoall_init: Next = Next::new(c"PMPI_Neighbor_alltoall_init", &ADDRESSES[184]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init, general, false) else { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoall_init, general, false) else { return general_MPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init, std::ptr::null(), 0) } else { None };
@@ -7538,10 +7543,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init(sendbuf: *const c_void, sen
     counted_PMPI_Neighbor_alltoall_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoall_init_c: Next = Next::new(c"PMPI_Neighbor_alltoall_init_c");
+pub const NEXT_MPI_Neighbor_alltoall_init_c: Next = Next::new(c"PMPI_Neighbor_alltoall_init_c", &ADDRESSES[185]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall_init_c, general, false) else { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoall_init_c, general, false) else { return general_MPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall_init_c, std::ptr::null(), 0) } else { None };
@@ -7575,10 +7580,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall_init_c(sendbuf: *const c_void, s
     counted_PMPI_Neighbor_alltoall_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallv_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_c");
+pub const NEXT_MPI_Neighbor_alltoallv_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_c", &ADDRESSES[186]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_c, general, false) else { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallv_c, general, false) else { return general_MPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_c, std::ptr::null(), 0) } else { None };
@@ -7612,10 +7617,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_c(sendbuf: *const c_void, sendc
     counted_PMPI_Neighbor_alltoallv_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallv_init: Next = Next::new(c"PMPI_Neighbor_alltoallv_init");
+pub const NEXT_MPI_Neighbor_alltoallv_init: Next = Next::new(c"PMPI_Neighbor_alltoallv_init", &ADDRESSES[187]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init, general, false) else { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallv_init, general, false) else { return general_MPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init, std::ptr::null(), 0) } else { None };
@@ -7649,10 +7654,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init(sendbuf: *const c_void, se
     counted_PMPI_Neighbor_alltoallv_init(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallv_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_init_c");
+pub const NEXT_MPI_Neighbor_alltoallv_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallv_init_c", &ADDRESSES[188]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv_init_c, general, false) else { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallv_init_c, general, false) else { return general_MPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv_init_c, std::ptr::null(), 0) } else { None };
@@ -7686,10 +7691,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv_init_c(sendbuf: *const c_void, 
     counted_PMPI_Neighbor_alltoallv_init_c(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallw_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_c");
+pub const NEXT_MPI_Neighbor_alltoallw_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_c", &ADDRESSES[189]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_c, general, false) else { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallw_c, general, false) else { return general_MPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_c, std::ptr::null(), 0) } else { None };
@@ -7723,10 +7728,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_c(sendbuf: *const c_void, sendc
     counted_PMPI_Neighbor_alltoallw_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallw_init: Next = Next::new(c"PMPI_Neighbor_alltoallw_init");
+pub const NEXT_MPI_Neighbor_alltoallw_init: Next = Next::new(c"PMPI_Neighbor_alltoallw_init", &ADDRESSES[190]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init, general, false) else { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallw_init, general, false) else { return general_MPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init, std::ptr::null(), 0) } else { None };
@@ -7760,10 +7765,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init(sendbuf: *const c_void, se
     counted_PMPI_Neighbor_alltoallw_init(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallw_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_init_c");
+pub const NEXT_MPI_Neighbor_alltoallw_init_c: Next = Next::new(c"PMPI_Neighbor_alltoallw_init_c", &ADDRESSES[191]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw_init_c, general, false) else { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallw_init_c, general, false) else { return general_MPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const MPI_Count, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw_init_c, std::ptr::null(), 0) } else { None };
@@ -7797,10 +7802,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw_init_c(sendbuf: *const c_void, 
     counted_PMPI_Neighbor_alltoallw_init_c(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_c: Next = Next::new(c"PMPI_Reduce_c");
+pub const NEXT_MPI_Reduce_c: Next = Next::new(c"PMPI_Reduce_c", &ADDRESSES[192]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_c, general, false) else { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_c, general, false) else { return general_MPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_c, std::ptr::null(), 0) } else { None };
@@ -7834,10 +7839,10 @@ pub unsafe extern "C" fn PMPI_Reduce_c(sendbuf: *const c_void, recvbuf: *mut c_v
     counted_PMPI_Reduce_c(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
-pub static NEXT_MPI_Reduce_init: Next = Next::new(c"PMPI_Reduce_init");
+pub const NEXT_MPI_Reduce_init: Next = Next::new(c"PMPI_Reduce_init", &ADDRESSES[193]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init, general, false) else { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_init, general, false) else { return general_MPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init, std::ptr::null(), 0) } else { None };
@@ -7871,10 +7876,10 @@ pub unsafe extern "C" fn PMPI_Reduce_init(sendbuf: *const c_void, recvbuf: *mut 
     counted_PMPI_Reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_init_c: Next = Next::new(c"PMPI_Reduce_init_c");
+pub const NEXT_MPI_Reduce_init_c: Next = Next::new(c"PMPI_Reduce_init_c", &ADDRESSES[194]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_init_c, general, false) else { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_init_c, general, false) else { return general_MPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_init_c, std::ptr::null(), 0) } else { None };
@@ -7908,10 +7913,10 @@ pub unsafe extern "C" fn PMPI_Reduce_init_c(sendbuf: *const c_void, recvbuf: *mu
     counted_PMPI_Reduce_init_c(sendbuf, recvbuf, count, datatype, op, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_local_c: Next = Next::new(c"PMPI_Reduce_local_c");
+pub const NEXT_MPI_Reduce_local_c: Next = Next::new(c"PMPI_Reduce_local_c", &ADDRESSES[195]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local_c(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local_c, general, false) else { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_local_c, general, false) else { return general_MPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local_c, std::ptr::null(), 0) } else { None };
@@ -7945,10 +7950,10 @@ pub unsafe extern "C" fn PMPI_Reduce_local_c(inbuf: *const c_void, inoutbuf: *mu
     counted_PMPI_Reduce_local_c(inbuf, inoutbuf, count, datatype, op)
 }
 
-pub static NEXT_MPI_Reduce_scatter_block_c: Next = Next::new(c"PMPI_Reduce_scatter_block_c");
+pub const NEXT_MPI_Reduce_scatter_block_c: Next = Next::new(c"PMPI_Reduce_scatter_block_c", &ADDRESSES[196]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_c, general, false) else { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_block_c, general, false) else { return general_MPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_c, std::ptr::null(), 0) } else { None };
@@ -7982,10 +7987,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_c(sendbuf: *const c_void, rec
     counted_PMPI_Reduce_scatter_block_c(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Reduce_scatter_block_init: Next = Next::new(c"PMPI_Reduce_scatter_block_init");
+pub const NEXT_MPI_Reduce_scatter_block_init: Next = Next::new(c"PMPI_Reduce_scatter_block_init", &ADDRESSES[197]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init, general, false) else { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_block_init, general, false) else { return general_MPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init, std::ptr::null(), 0) } else { None };
@@ -8019,10 +8024,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init(sendbuf: *const c_void, 
     counted_PMPI_Reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_scatter_block_init_c: Next = Next::new(c"PMPI_Reduce_scatter_block_init_c");
+pub const NEXT_MPI_Reduce_scatter_block_init_c: Next = Next::new(c"PMPI_Reduce_scatter_block_init_c", &ADDRESSES[198]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block_init_c, general, false) else { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_block_init_c, general, false) else { return general_MPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block_init_c, std::ptr::null(), 0) } else { None };
@@ -8056,10 +8061,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block_init_c(sendbuf: *const c_void
     counted_PMPI_Reduce_scatter_block_init_c(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_scatter_c: Next = Next::new(c"PMPI_Reduce_scatter_c");
+pub const NEXT_MPI_Reduce_scatter_c: Next = Next::new(c"PMPI_Reduce_scatter_c", &ADDRESSES[199]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_c, general, false) else { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_c, general, false) else { return general_MPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_c, std::ptr::null(), 0) } else { None };
@@ -8093,10 +8098,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_c(sendbuf: *const c_void, recvbuf: 
     counted_PMPI_Reduce_scatter_c(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Reduce_scatter_init: Next = Next::new(c"PMPI_Reduce_scatter_init");
+pub const NEXT_MPI_Reduce_scatter_init: Next = Next::new(c"PMPI_Reduce_scatter_init", &ADDRESSES[200]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init, general, false) else { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_init, general, false) else { return general_MPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init, std::ptr::null(), 0) } else { None };
@@ -8130,10 +8135,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init(sendbuf: *const c_void, recvbu
     counted_PMPI_Reduce_scatter_init(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Reduce_scatter_init_c: Next = Next::new(c"PMPI_Reduce_scatter_init_c");
+pub const NEXT_MPI_Reduce_scatter_init_c: Next = Next::new(c"PMPI_Reduce_scatter_init_c", &ADDRESSES[201]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_init_c, general, false) else { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_init_c, general, false) else { return general_MPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_init_c, std::ptr::null(), 0) } else { None };
@@ -8167,10 +8172,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_init_c(sendbuf: *const c_void, recv
     counted_PMPI_Reduce_scatter_init_c(sendbuf, recvbuf, recvcounts, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Scan_c: Next = Next::new(c"PMPI_Scan_c");
+pub const NEXT_MPI_Scan_c: Next = Next::new(c"PMPI_Scan_c", &ADDRESSES[202]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_c, general, false) else { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scan_c, general, false) else { return general_MPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_c, std::ptr::null(), 0) } else { None };
@@ -8204,10 +8209,10 @@ pub unsafe extern "C" fn PMPI_Scan_c(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_PMPI_Scan_c(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Scan_init: Next = Next::new(c"PMPI_Scan_init");
+pub const NEXT_MPI_Scan_init: Next = Next::new(c"PMPI_Scan_init", &ADDRESSES[203]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init, general, false) else { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scan_init, general, false) else { return general_MPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init, std::ptr::null(), 0) } else { None };
@@ -8241,10 +8246,10 @@ pub unsafe extern "C" fn PMPI_Scan_init(sendbuf: *const c_void, recvbuf: *mut c_
     counted_PMPI_Scan_init(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Scan_init_c: Next = Next::new(c"PMPI_Scan_init_c");
+pub const NEXT_MPI_Scan_init_c: Next = Next::new(c"PMPI_Scan_init_c", &ADDRESSES[204]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scan_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan_init_c, general, false) else { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scan_init_c, general, false) else { return general_MPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan_init_c, std::ptr::null(), 0) } else { None };
@@ -8278,10 +8283,10 @@ pub unsafe extern "C" fn PMPI_Scan_init_c(sendbuf: *const c_void, recvbuf: *mut 
     counted_PMPI_Scan_init_c(sendbuf, recvbuf, count, datatype, op, comm, info, request)
 }
 
-pub static NEXT_MPI_Scatter_c: Next = Next::new(c"PMPI_Scatter_c");
+pub const NEXT_MPI_Scatter_c: Next = Next::new(c"PMPI_Scatter_c", &ADDRESSES[205]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_c, general, false) else { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatter_c, general, false) else { return general_MPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_c, std::ptr::null(), 0) } else { None };
@@ -8315,10 +8320,10 @@ pub unsafe extern "C" fn PMPI_Scatter_c(sendbuf: *const c_void, sendcount: MPI_C
     counted_PMPI_Scatter_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Scatter_init: Next = Next::new(c"PMPI_Scatter_init");
+pub const NEXT_MPI_Scatter_init: Next = Next::new(c"PMPI_Scatter_init", &ADDRESSES[206]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init, general, false) else { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatter_init, general, false) else { return general_MPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init, std::ptr::null(), 0) } else { None };
@@ -8352,10 +8357,10 @@ pub unsafe extern "C" fn PMPI_Scatter_init(sendbuf: *const c_void, sendcount: c_
     counted_PMPI_Scatter_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Scatter_init_c: Next = Next::new(c"PMPI_Scatter_init_c");
+pub const NEXT_MPI_Scatter_init_c: Next = Next::new(c"PMPI_Scatter_init_c", &ADDRESSES[207]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter_init_c, general, false) else { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatter_init_c, general, false) else { return general_MPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter_init_c, std::ptr::null(), 0) } else { None };
@@ -8389,10 +8394,10 @@ pub unsafe extern "C" fn PMPI_Scatter_init_c(sendbuf: *const c_void, sendcount: 
     counted_PMPI_Scatter_init_c(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Scatterv_c: Next = Next::new(c"PMPI_Scatterv_c");
+pub const NEXT_MPI_Scatterv_c: Next = Next::new(c"PMPI_Scatterv_c", &ADDRESSES[208]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_c, general, false) else { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatterv_c, general, false) else { return general_MPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_c, std::ptr::null(), 0) } else { None };
@@ -8426,10 +8431,10 @@ pub unsafe extern "C" fn PMPI_Scatterv_c(sendbuf: *const c_void, sendcounts: *co
     counted_PMPI_Scatterv_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Scatterv_init: Next = Next::new(c"PMPI_Scatterv_init");
+pub const NEXT_MPI_Scatterv_init: Next = Next::new(c"PMPI_Scatterv_init", &ADDRESSES[209]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_init(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init, general, false) else { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatterv_init, general, false) else { return general_MPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init, std::ptr::null(), 0) } else { None };
@@ -8463,10 +8468,10 @@ pub unsafe extern "C" fn PMPI_Scatterv_init(sendbuf: *const c_void, sendcounts: 
     counted_PMPI_Scatterv_init(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Scatterv_init_c: Next = Next::new(c"PMPI_Scatterv_init_c");
+pub const NEXT_MPI_Scatterv_init_c: Next = Next::new(c"PMPI_Scatterv_init_c", &ADDRESSES[210]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv_init_c(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, info: MPI_Info, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv_init_c, general, false) else { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatterv_init_c, general, false) else { return general_MPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const MPI_Count, *const MPI_Aint, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Comm, MPI_Info, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv_init_c, std::ptr::null(), 0) } else { None };
@@ -8500,10 +8505,10 @@ pub unsafe extern "C" fn PMPI_Scatterv_init_c(sendbuf: *const c_void, sendcounts
     counted_PMPI_Scatterv_init_c(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, info, request)
 }
 
-pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
+pub const NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate", &ADDRESSES[211]);
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
@@ -8537,10 +8542,10 @@ pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_coun
     counted_PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
+pub const NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap", &ADDRESSES[212]);
 #[inline(always)]
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
@@ -8574,10 +8579,10 @@ pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compa
     counted_PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
-pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
+pub const NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op", &ADDRESSES[213]);
 #[inline(always)]
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
@@ -8611,10 +8616,10 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_ad
     counted_PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
-pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
+pub const NEXT_MPI_Get: Next = Next::new(c"PMPI_Get", &ADDRESSES[214]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
@@ -8653,10 +8658,10 @@ pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int,
     counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
+pub const NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate", &ADDRESSES[215]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
@@ -8690,10 +8695,10 @@ pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_
     counted_PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
+pub const NEXT_MPI_Put: Next = Next::new(c"PMPI_Put", &ADDRESSES[216]);
 #[inline(always)]
 unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
@@ -8732,10 +8737,10 @@ pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_in
     counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
+pub const NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate", &ADDRESSES[217]);
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
@@ -8769,10 +8774,10 @@ pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_cou
     counted_PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
+pub const NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget", &ADDRESSES[218]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
@@ -8806,10 +8811,10 @@ pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int
     counted_PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
+pub const NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate", &ADDRESSES[219]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
@@ -8843,10 +8848,10 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin
     counted_PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
+pub const NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput", &ADDRESSES[220]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
@@ -8880,10 +8885,10 @@ pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_i
     counted_PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
+pub const NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate", &ADDRESSES[221]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
@@ -8917,10 +8922,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, inf
     counted_PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
+pub const NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared", &ADDRESSES[222]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
@@ -8954,10 +8959,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_i
     counted_PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
+pub const NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach", &ADDRESSES[223]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
@@ -8991,10 +8996,10 @@ pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: 
     counted_PMPI_Win_attach(win, base, size)
 }
 
-pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
+pub const NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler", &ADDRESSES[224]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -9028,10 +9033,10 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int
     counted_PMPI_Win_call_errhandler(win, errorcode)
 }
 
-pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
+pub const NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete", &ADDRESSES[225]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
@@ -9065,10 +9070,10 @@ pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
     counted_PMPI_Win_complete(win)
 }
 
-pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
+pub const NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create", &ADDRESSES[226]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
@@ -9102,10 +9107,10 @@ pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp
     counted_PMPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 
-pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
+pub const NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic", &ADDRESSES[227]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
@@ -9139,10 +9144,10 @@ pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm,
     counted_PMPI_Win_create_dynamic(info, comm, win)
 }
 
-pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
+pub const NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler", &ADDRESSES[228]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -9176,10 +9181,10 @@ pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler
     counted_PMPI_Win_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
+pub const NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval", &ADDRESSES[229]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
@@ -9213,10 +9218,10 @@ pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_a
     counted_PMPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
+pub const NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr", &ADDRESSES[230]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
@@ -9250,10 +9255,10 @@ pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -
     counted_PMPI_Win_delete_attr(win, win_keyval)
 }
 
-pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
+pub const NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach", &ADDRESSES[231]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
@@ -9287,10 +9292,10 @@ pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c
     counted_PMPI_Win_detach(win, base)
 }
 
-pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
+pub const NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence", &ADDRESSES[232]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
@@ -9329,10 +9334,10 @@ pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_fence(assert, win)
 }
 
-pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
+pub const NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush", &ADDRESSES[233]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
@@ -9371,10 +9376,10 @@ pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush(rank, win)
 }
 
-pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
+pub const NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all", &ADDRESSES[234]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
@@ -9408,10 +9413,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush_all(win)
 }
 
-pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
+pub const NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local", &ADDRESSES[235]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
@@ -9445,10 +9450,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_in
     counted_PMPI_Win_flush_local(rank, win)
 }
 
-pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
+pub const NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all", &ADDRESSES[236]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
@@ -9482,10 +9487,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush_local_all(win)
 }
 
-pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
+pub const NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free", &ADDRESSES[237]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
@@ -9519,10 +9524,10 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
     counted_PMPI_Win_free(win)
 }
 
-pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
+pub const NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval", &ADDRESSES[238]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
@@ -9556,10 +9561,10 @@ pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
     counted_PMPI_Win_free_keyval(win_keyval)
 }
 
-pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
+pub const NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr", &ADDRESSES[239]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
@@ -9593,10 +9598,10 @@ pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attr
     counted_PMPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
+pub const NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler", &ADDRESSES[240]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -9630,10 +9635,10 @@ pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut 
     counted_PMPI_Win_get_errhandler(win, errhandler)
 }
 
-pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
+pub const NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group", &ADDRESSES[241]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
@@ -9667,10 +9672,10 @@ pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
     counted_PMPI_Win_get_group(win, group)
 }
 
-pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
+pub const NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info", &ADDRESSES[242]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
@@ -9704,10 +9709,10 @@ pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Inf
     counted_PMPI_Win_get_info(win, info_used)
 }
 
-pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
+pub const NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name", &ADDRESSES[243]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
@@ -9741,10 +9746,10 @@ pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, 
     counted_PMPI_Win_get_name(win, win_name, resultlen)
 }
 
-pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
+pub const NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock", &ADDRESSES[244]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
@@ -9783,10 +9788,10 @@ pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_
     counted_PMPI_Win_lock(lock_type, rank, assert, win)
 }
 
-pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
+pub const NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all", &ADDRESSES[245]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
@@ -9820,10 +9825,10 @@ pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int
     counted_PMPI_Win_lock_all(assert, win)
 }
 
-pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
+pub const NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post", &ADDRESSES[246]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
@@ -9857,10 +9862,10 @@ pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI
     counted_PMPI_Win_post(group, assert, win)
 }
 
-pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
+pub const NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr", &ADDRESSES[247]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
@@ -9894,10 +9899,10 @@ pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attr
     counted_PMPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
+pub const NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler", &ADDRESSES[248]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -9931,10 +9936,10 @@ pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_E
     counted_PMPI_Win_set_errhandler(win, errhandler)
 }
 
-pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
+pub const NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info", &ADDRESSES[249]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
@@ -9968,10 +9973,10 @@ pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_in
     counted_PMPI_Win_set_info(win, info)
 }
 
-pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
+pub const NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name", &ADDRESSES[250]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
@@ -10005,10 +10010,10 @@ pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char
     counted_PMPI_Win_set_name(win, win_name)
 }
 
-pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
+pub const NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query", &ADDRESSES[251]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
@@ -10042,10 +10047,10 @@ pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: 
     counted_PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 
-pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
+pub const NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start", &ADDRESSES[252]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
@@ -10079,10 +10084,10 @@ pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MP
     counted_PMPI_Win_start(group, assert, win)
 }
 
-pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
+pub const NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync", &ADDRESSES[253]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
@@ -10116,10 +10121,10 @@ pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
     counted_PMPI_Win_sync(win)
 }
 
-pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
+pub const NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test", &ADDRESSES[254]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
@@ -10153,10 +10158,10 @@ pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int 
     counted_PMPI_Win_test(win, flag)
 }
 
-pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
+pub const NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock", &ADDRESSES[255]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
@@ -10195,10 +10200,10 @@ pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_unlock(rank, win)
 }
 
-pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
+pub const NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all", &ADDRESSES[256]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
@@ -10232,10 +10237,10 @@ pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_unlock_all(win)
 }
 
-pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
+pub const NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait", &ADDRESSES[257]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
@@ -10269,10 +10274,10 @@ pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
     counted_PMPI_Win_wait(win)
 }
 
-pub static NEXT_MPI_Accumulate_c: Next = Next::new(c"PMPI_Accumulate_c");
+pub const NEXT_MPI_Accumulate_c: Next = Next::new(c"PMPI_Accumulate_c", &ADDRESSES[258]);
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate_c, general, false) else { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Accumulate_c, general, false) else { return general_MPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10306,10 +10311,10 @@ pub unsafe extern "C" fn PMPI_Accumulate_c(origin_addr: *const c_void, origin_co
     counted_PMPI_Accumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Get_accumulate_c: Next = Next::new(c"PMPI_Get_accumulate_c");
+pub const NEXT_MPI_Get_accumulate_c: Next = Next::new(c"PMPI_Get_accumulate_c", &ADDRESSES[259]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate_c, general, false) else { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_accumulate_c, general, false) else { return general_MPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10343,10 +10348,10 @@ pub unsafe extern "C" fn PMPI_Get_accumulate_c(origin_addr: *const c_void, origi
     counted_PMPI_Get_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Get_c: Next = Next::new(c"PMPI_Get_c");
+pub const NEXT_MPI_Get_c: Next = Next::new(c"PMPI_Get_c", &ADDRESSES[260]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_c, general, false) else { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_c, general, false) else { return general_MPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_c, std::ptr::null(), 0) } else { None };
@@ -10380,10 +10385,10 @@ pub unsafe extern "C" fn PMPI_Get_c(origin_addr: *mut c_void, origin_count: MPI_
     counted_PMPI_Get_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Put_c: Next = Next::new(c"PMPI_Put_c");
+pub const NEXT_MPI_Put_c: Next = Next::new(c"PMPI_Put_c", &ADDRESSES[261]);
 #[inline(always)]
 unsafe fn wrap_MPI_Put_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put_c, general, false) else { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Put_c, general, false) else { return general_MPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put_c, std::ptr::null(), 0) } else { None };
@@ -10417,10 +10422,10 @@ pub unsafe extern "C" fn PMPI_Put_c(origin_addr: *const c_void, origin_count: MP
     counted_PMPI_Put_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Raccumulate_c: Next = Next::new(c"PMPI_Raccumulate_c");
+pub const NEXT_MPI_Raccumulate_c: Next = Next::new(c"PMPI_Raccumulate_c", &ADDRESSES[262]);
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate_c, general, false) else { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Raccumulate_c, general, false) else { return general_MPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate_c, std::ptr::null(), 0) } else { None };
@@ -10454,10 +10459,10 @@ pub unsafe extern "C" fn PMPI_Raccumulate_c(origin_addr: *const c_void, origin_c
     counted_PMPI_Raccumulate_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rget_accumulate_c: Next = Next::new(c"PMPI_Rget_accumulate_c");
+pub const NEXT_MPI_Rget_accumulate_c: Next = Next::new(c"PMPI_Rget_accumulate_c", &ADDRESSES[263]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate_c, general, false) else { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget_accumulate_c, general, false) else { return general_MPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate_c, std::ptr::null(), 0) } else { None };
@@ -10491,10 +10496,10 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate_c(origin_addr: *const c_void, orig
     counted_PMPI_Rget_accumulate_c(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rget_c: Next = Next::new(c"PMPI_Rget_c");
+pub const NEXT_MPI_Rget_c: Next = Next::new(c"PMPI_Rget_c", &ADDRESSES[264]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_c(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_c, general, false) else { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget_c, general, false) else { return general_MPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_c, std::ptr::null(), 0) } else { None };
@@ -10528,10 +10533,10 @@ pub unsafe extern "C" fn PMPI_Rget_c(origin_addr: *mut c_void, origin_count: MPI
     counted_PMPI_Rget_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Rput_c: Next = Next::new(c"PMPI_Rput_c");
+pub const NEXT_MPI_Rput_c: Next = Next::new(c"PMPI_Rput_c", &ADDRESSES[265]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rput_c(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput_c, general, false) else { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rput_c, general, false) else { return general_MPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, c_int, MPI_Aint, MPI_Count, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput_c, std::ptr::null(), 0) } else { None };
@@ -10565,10 +10570,10 @@ pub unsafe extern "C" fn PMPI_Rput_c(origin_addr: *const c_void, origin_count: M
     counted_PMPI_Rput_c(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Win_allocate_c: Next = Next::new(c"PMPI_Win_allocate_c");
+pub const NEXT_MPI_Win_allocate_c: Next = Next::new(c"PMPI_Win_allocate_c", &ADDRESSES[266]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_c(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_c, general, false) else { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate_c, general, false) else { return general_MPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_c, std::ptr::null(), 0) } else { None };
@@ -10602,10 +10607,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate_c(size: MPI_Aint, disp_unit: MPI_Aint
     counted_PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_allocate_shared_c: Next = Next::new(c"PMPI_Win_allocate_shared_c");
+pub const NEXT_MPI_Win_allocate_shared_c: Next = Next::new(c"PMPI_Win_allocate_shared_c", &ADDRESSES[267]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared_c(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared_c, general, false) else { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate_shared_c, general, false) else { return general_MPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared_c, std::ptr::null(), 0) } else { None };
@@ -10639,10 +10644,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared_c(size: MPI_Aint, disp_unit: M
     counted_PMPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_create_c: Next = Next::new(c"PMPI_Win_create_c");
+pub const NEXT_MPI_Win_create_c: Next = Next::new(c"PMPI_Win_create_c", &ADDRESSES[268]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_c(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_c, general, false) else { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_c, general, false) else { return general_MPI_Win_create_c(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_c, std::ptr::null(), 0) } else { None };
@@ -10676,10 +10681,10 @@ pub unsafe extern "C" fn PMPI_Win_create_c(base: *mut c_void, size: MPI_Aint, di
     counted_PMPI_Win_create_c(base, size, disp_unit, info, comm, win)
 }
 
-pub static NEXT_MPI_Win_shared_query_c: Next = Next::new(c"PMPI_Win_shared_query_c");
+pub const NEXT_MPI_Win_shared_query_c: Next = Next::new(c"PMPI_Win_shared_query_c", &ADDRESSES[269]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query_c(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query_c, general, false) else { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_shared_query_c, general, false) else { return general_MPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut MPI_Aint, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query_c, std::ptr::null(), 0) } else { None };
@@ -10713,10 +10718,10 @@ pub unsafe extern "C" fn PMPI_Win_shared_query_c(win: MPI_Win, rank: c_int, size
     counted_PMPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr)
 }
 
-pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
+pub const NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler", &ADDRESSES[270]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_File, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -10750,10 +10755,10 @@ pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_in
     counted_PMPI_File_call_errhandler(fh, errorcode)
 }
 
-pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
+pub const NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler", &ADDRESSES[271]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -10787,10 +10792,10 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandl
     counted_PMPI_File_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
+pub const NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler", &ADDRESSES[272]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -10824,10 +10829,10 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MP
     counted_PMPI_File_set_errhandler(file, errhandler)
 }
 
-pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
+pub const NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler", &ADDRESSES[273]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -10861,10 +10866,10 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *m
     counted_PMPI_File_get_errhandler(file, errhandler)
 }
 
-pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
+pub const NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open", &ADDRESSES[274]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
@@ -10898,10 +10903,10 @@ pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char,
     counted_PMPI_File_open(comm, filename, amode, info, fh)
 }
 
-pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
+pub const NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close", &ADDRESSES[275]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
@@ -10935,10 +10940,10 @@ pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
     counted_PMPI_File_close(fh)
 }
 
-pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
+pub const NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete", &ADDRESSES[276]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
@@ -10972,10 +10977,10 @@ pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Inf
     counted_PMPI_File_delete(filename, info)
 }
 
-pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
+pub const NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size", &ADDRESSES[277]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
@@ -11009,10 +11014,10 @@ pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c
     counted_PMPI_File_set_size(fh, size)
 }
 
-pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
+pub const NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate", &ADDRESSES[278]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
@@ -11046,10 +11051,10 @@ pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -
     counted_PMPI_File_preallocate(fh, size)
 }
 
-pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
+pub const NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size", &ADDRESSES[279]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
@@ -11083,10 +11088,10 @@ pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset)
     counted_PMPI_File_get_size(fh, size)
 }
 
-pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
+pub const NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group", &ADDRESSES[280]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
@@ -11120,10 +11125,10 @@ pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group
     counted_PMPI_File_get_group(fh, group)
 }
 
-pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
+pub const NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode", &ADDRESSES[281]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
@@ -11157,10 +11162,10 @@ pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) ->
     counted_PMPI_File_get_amode(fh, amode)
 }
 
-pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
+pub const NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info", &ADDRESSES[282]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
@@ -11194,10 +11199,10 @@ pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_i
     counted_PMPI_File_set_info(fh, info)
 }
 
-pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
+pub const NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info", &ADDRESSES[283]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
@@ -11231,10 +11236,10 @@ pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_In
     counted_PMPI_File_get_info(fh, info_used)
 }
 
-pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
+pub const NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view", &ADDRESSES[284]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
@@ -11268,10 +11273,10 @@ pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etyp
     counted_PMPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 
-pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
+pub const NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view", &ADDRESSES[285]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
@@ -11305,10 +11310,10 @@ pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset,
     counted_PMPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 
-pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
+pub const NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at", &ADDRESSES[286]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11344,10 +11349,10 @@ pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf
     counted_PMPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
+pub const NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all", &ADDRESSES[287]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11383,10 +11388,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset,
     counted_PMPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
+pub const NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at", &ADDRESSES[288]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
@@ -11420,10 +11425,10 @@ pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, bu
     counted_PMPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
+pub const NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all", &ADDRESSES[289]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
@@ -11457,10 +11462,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset
     counted_PMPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
+pub const NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at", &ADDRESSES[290]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
@@ -11494,10 +11499,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, bu
     counted_PMPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
+pub const NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at", &ADDRESSES[291]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
@@ -11531,10 +11536,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, b
     counted_PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
+pub const NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all", &ADDRESSES[292]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
@@ -11568,10 +11573,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset
     counted_PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
+pub const NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all", &ADDRESSES[293]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
@@ -11605,10 +11610,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offse
     counted_PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
+pub const NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read", &ADDRESSES[294]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11644,10 +11649,10 @@ pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c
     counted_PMPI_File_read(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
+pub const NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all", &ADDRESSES[295]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -11683,10 +11688,10 @@ pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, coun
     counted_PMPI_File_read_all(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
+pub const NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write", &ADDRESSES[296]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
@@ -11720,10 +11725,10 @@ pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count
     counted_PMPI_File_write(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
+pub const NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all", &ADDRESSES[297]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
@@ -11757,10 +11762,10 @@ pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, c
     counted_PMPI_File_write_all(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
+pub const NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread", &ADDRESSES[298]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
@@ -11794,10 +11799,10 @@ pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: 
     counted_PMPI_File_iread(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
+pub const NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite", &ADDRESSES[299]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
@@ -11831,10 +11836,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, coun
     counted_PMPI_File_iwrite(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
+pub const NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all", &ADDRESSES[300]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
@@ -11868,10 +11873,10 @@ pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, cou
     counted_PMPI_File_iread_all(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
+pub const NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all", &ADDRESSES[301]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
@@ -11905,10 +11910,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, 
     counted_PMPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
+pub const NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek", &ADDRESSES[302]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
@@ -11942,10 +11947,10 @@ pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence
     counted_PMPI_File_seek(fh, offset, whence)
 }
 
-pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
+pub const NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position", &ADDRESSES[303]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
@@ -11979,10 +11984,10 @@ pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_O
     counted_PMPI_File_get_position(fh, offset)
 }
 
-pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
+pub const NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset", &ADDRESSES[304]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
@@ -12016,10 +12021,10 @@ pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Off
     counted_PMPI_File_get_byte_offset(fh, offset, disp)
 }
 
-pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
+pub const NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared", &ADDRESSES[305]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -12055,10 +12060,10 @@ pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, c
     counted_PMPI_File_read_shared(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
+pub const NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared", &ADDRESSES[306]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
@@ -12092,10 +12097,10 @@ pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void
     counted_PMPI_File_write_shared(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
+pub const NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared", &ADDRESSES[307]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
@@ -12129,10 +12134,10 @@ pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
+pub const NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared", &ADDRESSES[308]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
@@ -12166,10 +12171,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
+pub const NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered", &ADDRESSES[309]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -12205,10 +12210,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
+pub const NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered", &ADDRESSES[310]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
@@ -12242,10 +12247,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
+pub const NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared", &ADDRESSES[311]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
@@ -12279,10 +12284,10 @@ pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset,
     counted_PMPI_File_seek_shared(fh, offset, whence)
 }
 
-pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
+pub const NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared", &ADDRESSES[312]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
@@ -12316,10 +12321,10 @@ pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mu
     counted_PMPI_File_get_position_shared(fh, offset)
 }
 
-pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
+pub const NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin", &ADDRESSES[313]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -12353,10 +12358,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_O
     counted_PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
+pub const NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end", &ADDRESSES[314]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
@@ -12390,10 +12395,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_voi
     counted_PMPI_File_read_at_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
+pub const NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin", &ADDRESSES[315]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -12427,10 +12432,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_
     counted_PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
+pub const NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end", &ADDRESSES[316]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
@@ -12464,10 +12469,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_
     counted_PMPI_File_write_at_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
+pub const NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin", &ADDRESSES[317]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
@@ -12501,10 +12506,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void
     counted_PMPI_File_read_all_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
+pub const NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end", &ADDRESSES[318]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
@@ -12538,10 +12543,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_read_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
+pub const NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin", &ADDRESSES[319]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
@@ -12575,10 +12580,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_v
     counted_PMPI_File_write_all_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
+pub const NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end", &ADDRESSES[320]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
@@ -12612,10 +12617,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_write_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
+pub const NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin", &ADDRESSES[321]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -12649,10 +12654,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_
     counted_PMPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
+pub const NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end", &ADDRESSES[322]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
@@ -12686,10 +12691,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_vo
     counted_PMPI_File_read_ordered_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
+pub const NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin", &ADDRESSES[323]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -12723,10 +12728,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const
     counted_PMPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
+pub const NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end", &ADDRESSES[324]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
@@ -12760,10 +12765,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c
     counted_PMPI_File_write_ordered_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
+pub const NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent", &ADDRESSES[325]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
@@ -12797,10 +12802,10 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_D
     counted_PMPI_File_get_type_extent(fh, datatype, extent)
 }
 
-pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
+pub const NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity", &ADDRESSES[326]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
@@ -12834,10 +12839,10 @@ pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c
     counted_PMPI_File_set_atomicity(fh, flag)
 }
 
-pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
+pub const NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity", &ADDRESSES[327]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
@@ -12871,10 +12876,10 @@ pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int)
     counted_PMPI_File_get_atomicity(fh, flag)
 }
 
-pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
+pub const NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync", &ADDRESSES[328]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
@@ -12908,10 +12913,10 @@ pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
     counted_PMPI_File_sync(fh)
 }
 
-pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
+pub const NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep", &ADDRESSES[329]);
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
@@ -12945,10 +12950,10 @@ pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conv
     counted_PMPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
-pub static NEXT_MPI_File_get_type_extent_c: Next = Next::new(c"PMPI_File_get_type_extent_c");
+pub const NEXT_MPI_File_get_type_extent_c: Next = Next::new(c"PMPI_File_get_type_extent_c", &ADDRESSES[330]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent_c(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent_c, general, false) else { return general_MPI_File_get_type_extent_c(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_type_extent_c, general, false) else { return general_MPI_File_get_type_extent_c(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent_c, std::ptr::null(), 0) } else { None };
@@ -12982,10 +12987,10 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent_c(fh: MPI_File, datatype: MPI
     counted_PMPI_File_get_type_extent_c(fh, datatype, extent)
 }
 
-pub static NEXT_MPI_File_iread_all_c: Next = Next::new(c"PMPI_File_iread_all_c");
+pub const NEXT_MPI_File_iread_all_c: Next = Next::new(c"PMPI_File_iread_all_c", &ADDRESSES[331]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all_c, general, false) else { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_all_c, general, false) else { return general_MPI_File_iread_all_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all_c, std::ptr::null(), 0) } else { None };
@@ -13019,10 +13024,10 @@ pub unsafe extern "C" fn PMPI_File_iread_all_c(fh: MPI_File, buf: *mut c_void, c
     counted_PMPI_File_iread_all_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_at_all_c: Next = Next::new(c"PMPI_File_iread_at_all_c");
+pub const NEXT_MPI_File_iread_at_all_c: Next = Next::new(c"PMPI_File_iread_at_all_c", &ADDRESSES[332]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all_c, general, false) else { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at_all_c, general, false) else { return general_MPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all_c, std::ptr::null(), 0) } else { None };
@@ -13056,10 +13061,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all_c(fh: MPI_File, offset: MPI_Offs
     counted_PMPI_File_iread_at_all_c(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_at_c: Next = Next::new(c"PMPI_File_iread_at_c");
+pub const NEXT_MPI_File_iread_at_c: Next = Next::new(c"PMPI_File_iread_at_c", &ADDRESSES[333]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_c, general, false) else { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at_c, general, false) else { return general_MPI_File_iread_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_c, std::ptr::null(), 0) } else { None };
@@ -13093,10 +13098,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at_c(fh: MPI_File, offset: MPI_Offset, 
     counted_PMPI_File_iread_at_c(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_c: Next = Next::new(c"PMPI_File_iread_c");
+pub const NEXT_MPI_File_iread_c: Next = Next::new(c"PMPI_File_iread_c", &ADDRESSES[334]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_c, general, false) else { return general_MPI_File_iread_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_c, general, false) else { return general_MPI_File_iread_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_c, std::ptr::null(), 0) } else { None };
@@ -13130,10 +13135,10 @@ pub unsafe extern "C" fn PMPI_File_iread_c(fh: MPI_File, buf: *mut c_void, count
     counted_PMPI_File_iread_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_shared_c: Next = Next::new(c"PMPI_File_iread_shared_c");
+pub const NEXT_MPI_File_iread_shared_c: Next = Next::new(c"PMPI_File_iread_shared_c", &ADDRESSES[335]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared_c, general, false) else { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_shared_c, general, false) else { return general_MPI_File_iread_shared_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared_c, std::ptr::null(), 0) } else { None };
@@ -13167,10 +13172,10 @@ pub unsafe extern "C" fn PMPI_File_iread_shared_c(fh: MPI_File, buf: *mut c_void
     counted_PMPI_File_iread_shared_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_all_c: Next = Next::new(c"PMPI_File_iwrite_all_c");
+pub const NEXT_MPI_File_iwrite_all_c: Next = Next::new(c"PMPI_File_iwrite_all_c", &ADDRESSES[336]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all_c, general, false) else { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_all_c, general, false) else { return general_MPI_File_iwrite_all_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all_c, std::ptr::null(), 0) } else { None };
@@ -13204,10 +13209,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all_c(fh: MPI_File, buf: *const c_void
     counted_PMPI_File_iwrite_all_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at_all_c: Next = Next::new(c"PMPI_File_iwrite_at_all_c");
+pub const NEXT_MPI_File_iwrite_at_all_c: Next = Next::new(c"PMPI_File_iwrite_at_all_c", &ADDRESSES[337]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all_c, general, false) else { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at_all_c, general, false) else { return general_MPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all_c, std::ptr::null(), 0) } else { None };
@@ -13241,10 +13246,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all_c(fh: MPI_File, offset: MPI_Off
     counted_PMPI_File_iwrite_at_all_c(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at_c: Next = Next::new(c"PMPI_File_iwrite_at_c");
+pub const NEXT_MPI_File_iwrite_at_c: Next = Next::new(c"PMPI_File_iwrite_at_c", &ADDRESSES[338]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_c, general, false) else { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at_c, general, false) else { return general_MPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_c, std::ptr::null(), 0) } else { None };
@@ -13278,10 +13283,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_c(fh: MPI_File, offset: MPI_Offset,
     counted_PMPI_File_iwrite_at_c(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_c: Next = Next::new(c"PMPI_File_iwrite_c");
+pub const NEXT_MPI_File_iwrite_c: Next = Next::new(c"PMPI_File_iwrite_c", &ADDRESSES[339]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_c, general, false) else { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_c, general, false) else { return general_MPI_File_iwrite_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_c, std::ptr::null(), 0) } else { None };
@@ -13315,10 +13320,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_c(fh: MPI_File, buf: *const c_void, co
     counted_PMPI_File_iwrite_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_shared_c: Next = Next::new(c"PMPI_File_iwrite_shared_c");
+pub const NEXT_MPI_File_iwrite_shared_c: Next = Next::new(c"PMPI_File_iwrite_shared_c", &ADDRESSES[340]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared_c, general, false) else { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_shared_c, general, false) else { return general_MPI_File_iwrite_shared_c(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared_c, std::ptr::null(), 0) } else { None };
@@ -13352,10 +13357,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared_c(fh: MPI_File, buf: *const c_v
     counted_PMPI_File_iwrite_shared_c(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_read_all_begin_c: Next = Next::new(c"PMPI_File_read_all_begin_c");
+pub const NEXT_MPI_File_read_all_begin_c: Next = Next::new(c"PMPI_File_read_all_begin_c", &ADDRESSES[341]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin_c, general, false) else { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_begin_c, general, false) else { return general_MPI_File_read_all_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13389,10 +13394,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin_c(fh: MPI_File, buf: *mut c_vo
     counted_PMPI_File_read_all_begin_c(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_all_c: Next = Next::new(c"PMPI_File_read_all_c");
+pub const NEXT_MPI_File_read_all_c: Next = Next::new(c"PMPI_File_read_all_c", &ADDRESSES[342]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_c, general, false) else { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_c, general, false) else { return general_MPI_File_read_all_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13428,10 +13433,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_c(fh: MPI_File, buf: *mut c_void, co
     counted_PMPI_File_read_all_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_at_all_begin_c: Next = Next::new(c"PMPI_File_read_at_all_begin_c");
+pub const NEXT_MPI_File_read_at_all_begin_c: Next = Next::new(c"PMPI_File_read_at_all_begin_c", &ADDRESSES[343]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin_c, general, false) else { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_begin_c, general, false) else { return general_MPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13465,10 +13470,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin_c(fh: MPI_File, offset: MPI
     counted_PMPI_File_read_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_at_all_c: Next = Next::new(c"PMPI_File_read_at_all_c");
+pub const NEXT_MPI_File_read_at_all_c: Next = Next::new(c"PMPI_File_read_at_all_c", &ADDRESSES[344]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_c, general, false) else { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_c, general, false) else { return general_MPI_File_read_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13504,10 +13509,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_c(fh: MPI_File, offset: MPI_Offse
     counted_PMPI_File_read_at_all_c(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_at_c: Next = Next::new(c"PMPI_File_read_at_c");
+pub const NEXT_MPI_File_read_at_c: Next = Next::new(c"PMPI_File_read_at_c", &ADDRESSES[345]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_c, general, false) else { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_c, general, false) else { return general_MPI_File_read_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13543,10 +13548,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_c(fh: MPI_File, offset: MPI_Offset, b
     counted_PMPI_File_read_at_c(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_c: Next = Next::new(c"PMPI_File_read_c");
+pub const NEXT_MPI_File_read_c: Next = Next::new(c"PMPI_File_read_c", &ADDRESSES[346]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_c, general, false) else { return general_MPI_File_read_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_c, general, false) else { return general_MPI_File_read_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13582,10 +13587,10 @@ pub unsafe extern "C" fn PMPI_File_read_c(fh: MPI_File, buf: *mut c_void, count:
     counted_PMPI_File_read_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_ordered_begin_c: Next = Next::new(c"PMPI_File_read_ordered_begin_c");
+pub const NEXT_MPI_File_read_ordered_begin_c: Next = Next::new(c"PMPI_File_read_ordered_begin_c", &ADDRESSES[347]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin_c, general, false) else { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_begin_c, general, false) else { return general_MPI_File_read_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin_c, std::ptr::null(), 0) } else { None };
@@ -13619,10 +13624,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin_c(fh: MPI_File, buf: *mut 
     counted_PMPI_File_read_ordered_begin_c(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_ordered_c: Next = Next::new(c"PMPI_File_read_ordered_c");
+pub const NEXT_MPI_File_read_ordered_c: Next = Next::new(c"PMPI_File_read_ordered_c", &ADDRESSES[348]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_c, general, false) else { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_c, general, false) else { return general_MPI_File_read_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13658,10 +13663,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_c(fh: MPI_File, buf: *mut c_void
     counted_PMPI_File_read_ordered_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_shared_c: Next = Next::new(c"PMPI_File_read_shared_c");
+pub const NEXT_MPI_File_read_shared_c: Next = Next::new(c"PMPI_File_read_shared_c", &ADDRESSES[349]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared_c, general, false) else { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_shared_c, general, false) else { return general_MPI_File_read_shared_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -13697,10 +13702,10 @@ pub unsafe extern "C" fn PMPI_File_read_shared_c(fh: MPI_File, buf: *mut c_void,
     counted_PMPI_File_read_shared_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_all_begin_c: Next = Next::new(c"PMPI_File_write_all_begin_c");
+pub const NEXT_MPI_File_write_all_begin_c: Next = Next::new(c"PMPI_File_write_all_begin_c", &ADDRESSES[350]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin_c, general, false) else { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_begin_c, general, false) else { return general_MPI_File_write_all_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13734,10 +13739,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin_c(fh: MPI_File, buf: *const c
     counted_PMPI_File_write_all_begin_c(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_all_c: Next = Next::new(c"PMPI_File_write_all_c");
+pub const NEXT_MPI_File_write_all_c: Next = Next::new(c"PMPI_File_write_all_c", &ADDRESSES[351]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_c, general, false) else { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_c, general, false) else { return general_MPI_File_write_all_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_c, std::ptr::null(), 0) } else { None };
@@ -13771,10 +13776,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_c(fh: MPI_File, buf: *const c_void,
     counted_PMPI_File_write_all_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at_all_begin_c: Next = Next::new(c"PMPI_File_write_at_all_begin_c");
+pub const NEXT_MPI_File_write_at_all_begin_c: Next = Next::new(c"PMPI_File_write_at_all_begin_c", &ADDRESSES[352]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin_c, general, false) else { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_begin_c, general, false) else { return general_MPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin_c, std::ptr::null(), 0) } else { None };
@@ -13808,10 +13813,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin_c(fh: MPI_File, offset: MP
     counted_PMPI_File_write_at_all_begin_c(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_at_all_c: Next = Next::new(c"PMPI_File_write_at_all_c");
+pub const NEXT_MPI_File_write_at_all_c: Next = Next::new(c"PMPI_File_write_at_all_c", &ADDRESSES[353]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_c, general, false) else { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_c, general, false) else { return general_MPI_File_write_at_all_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_c, std::ptr::null(), 0) } else { None };
@@ -13845,10 +13850,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_c(fh: MPI_File, offset: MPI_Offs
     counted_PMPI_File_write_at_all_c(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at_c: Next = Next::new(c"PMPI_File_write_at_c");
+pub const NEXT_MPI_File_write_at_c: Next = Next::new(c"PMPI_File_write_at_c", &ADDRESSES[354]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_c(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_c, general, false) else { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_c, general, false) else { return general_MPI_File_write_at_c(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_c, std::ptr::null(), 0) } else { None };
@@ -13882,10 +13887,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_c(fh: MPI_File, offset: MPI_Offset, 
     counted_PMPI_File_write_at_c(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_c: Next = Next::new(c"PMPI_File_write_c");
+pub const NEXT_MPI_File_write_c: Next = Next::new(c"PMPI_File_write_c", &ADDRESSES[355]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_c, general, false) else { return general_MPI_File_write_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_c, general, false) else { return general_MPI_File_write_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_c, std::ptr::null(), 0) } else { None };
@@ -13919,10 +13924,10 @@ pub unsafe extern "C" fn PMPI_File_write_c(fh: MPI_File, buf: *const c_void, cou
     counted_PMPI_File_write_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_ordered_begin_c: Next = Next::new(c"PMPI_File_write_ordered_begin_c");
+pub const NEXT_MPI_File_write_ordered_begin_c: Next = Next::new(c"PMPI_File_write_ordered_begin_c", &ADDRESSES[356]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin_c, general, false) else { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_begin_c, general, false) else { return general_MPI_File_write_ordered_begin_c(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin_c, std::ptr::null(), 0) } else { None };
@@ -13956,10 +13961,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin_c(fh: MPI_File, buf: *con
     counted_PMPI_File_write_ordered_begin_c(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_ordered_c: Next = Next::new(c"PMPI_File_write_ordered_c");
+pub const NEXT_MPI_File_write_ordered_c: Next = Next::new(c"PMPI_File_write_ordered_c", &ADDRESSES[357]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_c, general, false) else { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_c, general, false) else { return general_MPI_File_write_ordered_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_c, std::ptr::null(), 0) } else { None };
@@ -13993,10 +13998,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_c(fh: MPI_File, buf: *const c_v
     counted_PMPI_File_write_ordered_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_shared_c: Next = Next::new(c"PMPI_File_write_shared_c");
+pub const NEXT_MPI_File_write_shared_c: Next = Next::new(c"PMPI_File_write_shared_c", &ADDRESSES[358]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared_c(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared_c, general, false) else { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_shared_c, general, false) else { return general_MPI_File_write_shared_c(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, MPI_Count, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared_c, std::ptr::null(), 0) } else { None };
@@ -14030,10 +14035,10 @@ pub unsafe extern "C" fn PMPI_File_write_shared_c(fh: MPI_File, buf: *const c_vo
     counted_PMPI_File_write_shared_c(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_Register_datarep_c: Next = Next::new(c"PMPI_Register_datarep_c");
+pub const NEXT_MPI_Register_datarep_c: Next = Next::new(c"PMPI_Register_datarep_c", &ADDRESSES[359]);
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep_c(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function_c, write_conversion_fn: MPI_Datarep_conversion_function_c, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep_c, general, false) else { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Register_datarep_c, general, false) else { return general_MPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function_c, MPI_Datarep_conversion_function_c, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep_c, std::ptr::null(), 0) } else { None };
@@ -14067,10 +14072,10 @@ pub unsafe extern "C" fn PMPI_Register_datarep_c(datarep: *const c_char, read_co
     counted_PMPI_Register_datarep_c(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
-pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
+pub const NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address", &ADDRESSES[360]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
@@ -14104,10 +14109,10 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
     counted_PMPI_Get_address(location, address)
 }
 
-pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
+pub const NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external", &ADDRESSES[361]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
@@ -14141,10 +14146,10 @@ pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *cons
     counted_PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
-pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
+pub const NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size", &ADDRESSES[362]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
@@ -14178,10 +14183,10 @@ pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount
     counted_PMPI_Pack_external_size(datarep, incount, datatype, size)
 }
 
-pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
+pub const NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack", &ADDRESSES[363]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
@@ -14215,10 +14220,10 @@ pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatyp
     counted_PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
-pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
+pub const NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size", &ADDRESSES[364]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
@@ -14252,10 +14257,10 @@ pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, 
     counted_PMPI_Pack_size(incount, datatype, comm, size)
 }
 
-pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
+pub const NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit", &ADDRESSES[365]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
@@ -14289,10 +14294,10 @@ pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
     counted_PMPI_Type_commit(r#type)
 }
 
-pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
+pub const NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous", &ADDRESSES[366]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
@@ -14326,10 +14331,10 @@ pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatyp
     counted_PMPI_Type_contiguous(count, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
+pub const NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray", &ADDRESSES[367]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
@@ -14363,10 +14368,10 @@ pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims
     counted_PMPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
+pub const NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex", &ADDRESSES[368]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
@@ -14400,10 +14405,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtyp
     counted_PMPI_Type_create_f90_complex(p, r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
+pub const NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer", &ADDRESSES[369]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
@@ -14437,10 +14442,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MP
     counted_PMPI_Type_create_f90_integer(r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
+pub const NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real", &ADDRESSES[370]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
@@ -14474,10 +14479,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: 
     counted_PMPI_Type_create_f90_real(p, r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
+pub const NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block", &ADDRESSES[371]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
@@ -14511,10 +14516,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blockleng
     counted_PMPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
+pub const NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed", &ADDRESSES[372]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
@@ -14548,10 +14553,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blockl
     counted_PMPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
+pub const NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector", &ADDRESSES[373]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
@@ -14585,10 +14590,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_i
     counted_PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
+pub const NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval", &ADDRESSES[374]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
@@ -14622,10 +14627,10 @@ pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_cop
     counted_PMPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
+pub const NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block", &ADDRESSES[375]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
@@ -14659,10 +14664,10 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklengt
     counted_PMPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
+pub const NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct", &ADDRESSES[376]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
@@ -14696,10 +14701,10 @@ pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_le
     counted_PMPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
-pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
+pub const NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray", &ADDRESSES[377]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
@@ -14733,10 +14738,10 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *co
     counted_PMPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
+pub const NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized", &ADDRESSES[378]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
@@ -14770,10 +14775,10 @@ pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI
     counted_PMPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 
-pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
+pub const NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr", &ADDRESSES[379]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
@@ -14807,10 +14812,10 @@ pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval
     counted_PMPI_Type_delete_attr(r#type, type_keyval)
 }
 
-pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
+pub const NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup", &ADDRESSES[380]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
@@ -14844,10 +14849,10 @@ pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_D
     counted_PMPI_Type_dup(r#type, newtype)
 }
 
-pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
+pub const NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free", &ADDRESSES[381]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(r#type);
@@ -14886,10 +14891,10 @@ pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
     counted_PMPI_Type_free(r#type)
 }
 
-pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
+pub const NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval", &ADDRESSES[382]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
@@ -14923,10 +14928,10 @@ pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int
     counted_PMPI_Type_free_keyval(type_keyval)
 }
 
-pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
+pub const NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr", &ADDRESSES[383]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
@@ -14960,10 +14965,10 @@ pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c
     counted_PMPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
+pub const NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents", &ADDRESSES[384]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
@@ -14997,10 +15002,10 @@ pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integer
     counted_PMPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
-pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
+pub const NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope", &ADDRESSES[385]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
@@ -15034,10 +15039,10 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_intege
     counted_PMPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
-pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
+pub const NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent", &ADDRESSES[386]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
@@ -15071,10 +15076,10 @@ pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI
     counted_PMPI_Type_get_extent(r#type, lb, extent)
 }
 
-pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
+pub const NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x", &ADDRESSES[387]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
@@ -15108,10 +15113,10 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut M
     counted_PMPI_Type_get_extent_x(r#type, lb, extent)
 }
 
-pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
+pub const NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name", &ADDRESSES[388]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
@@ -15145,10 +15150,10 @@ pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mu
     counted_PMPI_Type_get_name(r#type, type_name, resultlen)
 }
 
-pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
+pub const NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent", &ADDRESSES[389]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
@@ -15182,10 +15187,10 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_
     counted_PMPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 
-pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
+pub const NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x", &ADDRESSES[390]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
@@ -15219,10 +15224,10 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, tru
     counted_PMPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 
-pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
+pub const NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed", &ADDRESSES[391]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
@@ -15256,10 +15261,10 @@ pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: 
     counted_PMPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
+pub const NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size", &ADDRESSES[392]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
@@ -15293,10 +15298,10 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#t
     counted_PMPI_Type_match_size(typeclass, size, r#type)
 }
 
-pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
+pub const NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr", &ADDRESSES[393]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
@@ -15330,10 +15335,10 @@ pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c
     counted_PMPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 
-pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
+pub const NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name", &ADDRESSES[394]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
@@ -15367,10 +15372,10 @@ pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *co
     counted_PMPI_Type_set_name(r#type, type_name)
 }
 
-pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
+pub const NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size", &ADDRESSES[395]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
@@ -15404,10 +15409,10 @@ pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) 
     counted_PMPI_Type_size(r#type, size)
 }
 
-pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
+pub const NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x", &ADDRESSES[396]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
@@ -15441,10 +15446,10 @@ pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_C
     counted_PMPI_Type_size_x(r#type, size)
 }
 
-pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
+pub const NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector", &ADDRESSES[397]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
@@ -15478,10 +15483,10 @@ pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stri
     counted_PMPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
+pub const NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack", &ADDRESSES[398]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
@@ -15515,10 +15520,10 @@ pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, positi
     counted_PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
-pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
+pub const NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external", &ADDRESSES[399]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
@@ -15552,10 +15557,10 @@ pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *co
     counted_PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
-pub static NEXT_MPI_Address: Next = Next::new(c"PMPI_Address");
+pub const NEXT_MPI_Address: Next = Next::new(c"PMPI_Address", &ADDRESSES[400]);
 #[inline(always)]
 unsafe fn wrap_MPI_Address(via_pmpi: bool, general: bool, location: *mut c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Address, general, false) else { return general_MPI_Address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Address, general, false) else { return general_MPI_Address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Address, std::ptr::null(), 0) } else { None };
@@ -15589,10 +15594,10 @@ pub unsafe extern "C" fn PMPI_Address(location: *mut c_void, address: *mut MPI_A
     counted_PMPI_Address(location, address)
 }
 
-pub static NEXT_MPI_Pack_c: Next = Next::new(c"PMPI_Pack_c");
+pub const NEXT_MPI_Pack_c: Next = Next::new(c"PMPI_Pack_c", &ADDRESSES[401]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_c, general, false) else { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_c, general, false) else { return general_MPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_c, std::ptr::null(), 0) } else { None };
@@ -15626,10 +15631,10 @@ pub unsafe extern "C" fn PMPI_Pack_c(inbuf: *const c_void, incount: MPI_Count, d
     counted_PMPI_Pack_c(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
-pub static NEXT_MPI_Pack_external_c: Next = Next::new(c"PMPI_Pack_external_c");
+pub const NEXT_MPI_Pack_external_c: Next = Next::new(c"PMPI_Pack_external_c", &ADDRESSES[402]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_c(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: MPI_Count, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Count, position: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_c, general, false) else { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external_c, general, false) else { return general_MPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, MPI_Datatype, *mut c_void, MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_c, std::ptr::null(), 0) } else { None };
@@ -15663,10 +15668,10 @@ pub unsafe extern "C" fn PMPI_Pack_external_c(datarep: *const c_char, inbuf: *co
     counted_PMPI_Pack_external_c(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
-pub static NEXT_MPI_Pack_external_size_c: Next = Next::new(c"PMPI_Pack_external_size_c");
+pub const NEXT_MPI_Pack_external_size_c: Next = Next::new(c"PMPI_Pack_external_size_c", &ADDRESSES[403]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size_c(via_pmpi: bool, general: bool, datarep: *const c_char, incount: MPI_Count, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size_c, general, false) else { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external_size_c, general, false) else { return general_MPI_Pack_external_size_c(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Count, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size_c, std::ptr::null(), 0) } else { None };
@@ -15700,10 +15705,10 @@ pub unsafe extern "C" fn PMPI_Pack_external_size_c(datarep: *const c_char, incou
     counted_PMPI_Pack_external_size_c(datarep, incount, datatype, size)
 }
 
-pub static NEXT_MPI_Pack_size_c: Next = Next::new(c"PMPI_Pack_size_c");
+pub const NEXT_MPI_Pack_size_c: Next = Next::new(c"PMPI_Pack_size_c", &ADDRESSES[404]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size_c(via_pmpi: bool, general: bool, incount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size_c, general, false) else { return general_MPI_Pack_size_c(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_size_c, general, false) else { return general_MPI_Pack_size_c(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, MPI_Comm, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size_c, std::ptr::null(), 0) } else { None };
@@ -15737,10 +15742,10 @@ pub unsafe extern "C" fn PMPI_Pack_size_c(incount: MPI_Count, datatype: MPI_Data
     counted_PMPI_Pack_size_c(incount, datatype, comm, size)
 }
 
-pub static NEXT_MPI_Type_contiguous_c: Next = Next::new(c"PMPI_Type_contiguous_c");
+pub const NEXT_MPI_Type_contiguous_c: Next = Next::new(c"PMPI_Type_contiguous_c", &ADDRESSES[405]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous_c(via_pmpi: bool, general: bool, count: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous_c, general, false) else { return general_MPI_Type_contiguous_c(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_contiguous_c, general, false) else { return general_MPI_Type_contiguous_c(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous_c, std::ptr::null(), 0) } else { None };
@@ -15774,10 +15779,10 @@ pub unsafe extern "C" fn PMPI_Type_contiguous_c(count: MPI_Count, oldtype: MPI_D
     counted_PMPI_Type_contiguous_c(count, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_darray_c: Next = Next::new(c"PMPI_Type_create_darray_c");
+pub const NEXT_MPI_Type_create_darray_c: Next = Next::new(c"PMPI_Type_create_darray_c", &ADDRESSES[406]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray_c(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, array_of_gsizes: *const MPI_Count, array_of_distribs: *const c_int, array_of_dargs: *const c_int, array_of_psizes: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray_c, general, false) else { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_darray_c, general, false) else { return general_MPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const MPI_Count, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray_c, std::ptr::null(), 0) } else { None };
@@ -15811,10 +15816,10 @@ pub unsafe extern "C" fn PMPI_Type_create_darray_c(size: c_int, rank: c_int, ndi
     counted_PMPI_Type_create_darray_c(size, rank, ndims, array_of_gsizes, array_of_distribs, array_of_dargs, array_of_psizes, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed_block_c: Next = Next::new(c"PMPI_Type_create_hindexed_block_c");
+pub const NEXT_MPI_Type_create_hindexed_block_c: Next = Next::new(c"PMPI_Type_create_hindexed_block_c", &ADDRESSES[407]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block_c, general, false) else { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed_block_c, general, false) else { return general_MPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block_c, std::ptr::null(), 0) } else { None };
@@ -15848,10 +15853,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block_c(count: MPI_Count, blo
     counted_PMPI_Type_create_hindexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed_c: Next = Next::new(c"PMPI_Type_create_hindexed_c");
+pub const NEXT_MPI_Type_create_hindexed_c: Next = Next::new(c"PMPI_Type_create_hindexed_c", &ADDRESSES[408]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_c, general, false) else { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed_c, general, false) else { return general_MPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_c, std::ptr::null(), 0) } else { None };
@@ -15885,10 +15890,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_c(count: MPI_Count, array_of_
     counted_PMPI_Type_create_hindexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hvector_c: Next = Next::new(c"PMPI_Type_create_hvector_c");
+pub const NEXT_MPI_Type_create_hvector_c: Next = Next::new(c"PMPI_Type_create_hvector_c", &ADDRESSES[409]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector_c, general, false) else { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hvector_c, general, false) else { return general_MPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector_c, std::ptr::null(), 0) } else { None };
@@ -15922,10 +15927,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector_c(count: MPI_Count, blocklengt
     counted_PMPI_Type_create_hvector_c(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_indexed_block_c: Next = Next::new(c"PMPI_Type_create_indexed_block_c");
+pub const NEXT_MPI_Type_create_indexed_block_c: Next = Next::new(c"PMPI_Type_create_indexed_block_c", &ADDRESSES[410]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block_c, general, false) else { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_indexed_block_c, general, false) else { return general_MPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block_c, std::ptr::null(), 0) } else { None };
@@ -15959,10 +15964,10 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block_c(count: MPI_Count, bloc
     counted_PMPI_Type_create_indexed_block_c(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_resized_c: Next = Next::new(c"PMPI_Type_create_resized_c");
+pub const NEXT_MPI_Type_create_resized_c: Next = Next::new(c"PMPI_Type_create_resized_c", &ADDRESSES[411]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized_c(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Count, extent: MPI_Count, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized_c, general, false) else { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_resized_c, general, false) else { return general_MPI_Type_create_resized_c(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized_c, std::ptr::null(), 0) } else { None };
@@ -15996,10 +16001,10 @@ pub unsafe extern "C" fn PMPI_Type_create_resized_c(oldtype: MPI_Datatype, lb: M
     counted_PMPI_Type_create_resized_c(oldtype, lb, extent, newtype)
 }
 
-pub static NEXT_MPI_Type_create_struct_c: Next = Next::new(c"PMPI_Type_create_struct_c");
+pub const NEXT_MPI_Type_create_struct_c: Next = Next::new(c"PMPI_Type_create_struct_c", &ADDRESSES[412]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct_c, general, false) else { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_struct_c, general, false) else { return general_MPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct_c, std::ptr::null(), 0) } else { None };
@@ -16033,10 +16038,10 @@ pub unsafe extern "C" fn PMPI_Type_create_struct_c(count: MPI_Count, array_of_bl
     counted_PMPI_Type_create_struct_c(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 
-pub static NEXT_MPI_Type_create_subarray_c: Next = Next::new(c"PMPI_Type_create_subarray_c");
+pub const NEXT_MPI_Type_create_subarray_c: Next = Next::new(c"PMPI_Type_create_subarray_c", &ADDRESSES[413]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray_c(via_pmpi: bool, general: bool, ndims: c_int, array_of_sizes: *const MPI_Count, array_of_subsizes: *const MPI_Count, array_of_starts: *const MPI_Count, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray_c, general, false) else { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_subarray_c, general, false) else { return general_MPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const MPI_Count, *const MPI_Count, *const MPI_Count, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray_c, std::ptr::null(), 0) } else { None };
@@ -16070,10 +16075,10 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray_c(ndims: c_int, array_of_size
     counted_PMPI_Type_create_subarray_c(ndims, array_of_sizes, array_of_subsizes, array_of_starts, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_extent: Next = Next::new(c"PMPI_Type_extent");
+pub const NEXT_MPI_Type_extent: Next = Next::new(c"PMPI_Type_extent", &ADDRESSES[414]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_extent, general, false) else { return general_MPI_Type_extent(datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_extent, general, false) else { return general_MPI_Type_extent(datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_extent, std::ptr::null(), 0) } else { None };
@@ -16107,10 +16112,10 @@ pub unsafe extern "C" fn PMPI_Type_extent(datatype: MPI_Datatype, extent: *mut M
     counted_PMPI_Type_extent(datatype, extent)
 }
 
-pub static NEXT_MPI_Type_get_contents_c: Next = Next::new(c"PMPI_Type_get_contents_c");
+pub const NEXT_MPI_Type_get_contents_c: Next = Next::new(c"PMPI_Type_get_contents_c", &ADDRESSES[415]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, max_integers: MPI_Count, max_addresses: MPI_Count, max_large_counts: MPI_Count, max_datatypes: MPI_Count, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_large_counts: *mut MPI_Count, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents_c, general, false) else { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_contents_c, general, false) else { return general_MPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Count, MPI_Count, MPI_Count, MPI_Count, *mut c_int, *mut MPI_Aint, *mut MPI_Count, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents_c, std::ptr::null(), 0) } else { None };
@@ -16144,10 +16149,10 @@ pub unsafe extern "C" fn PMPI_Type_get_contents_c(datatype: MPI_Datatype, max_in
     counted_PMPI_Type_get_contents_c(datatype, max_integers, max_addresses, max_large_counts, max_datatypes, array_of_integers, array_of_addresses, array_of_large_counts, array_of_datatypes)
 }
 
-pub static NEXT_MPI_Type_get_envelope_c: Next = Next::new(c"PMPI_Type_get_envelope_c");
+pub const NEXT_MPI_Type_get_envelope_c: Next = Next::new(c"PMPI_Type_get_envelope_c", &ADDRESSES[416]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, num_integers: *mut MPI_Count, num_addresses: *mut MPI_Count, num_large_counts: *mut MPI_Count, num_datatypes: *mut MPI_Count, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope_c, general, false) else { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_envelope_c, general, false) else { return general_MPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut MPI_Count, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope_c, std::ptr::null(), 0) } else { None };
@@ -16181,10 +16186,10 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope_c(datatype: MPI_Datatype, num_in
     counted_PMPI_Type_get_envelope_c(datatype, num_integers, num_addresses, num_large_counts, num_datatypes, combiner)
 }
 
-pub static NEXT_MPI_Type_get_extent_c: Next = Next::new(c"PMPI_Type_get_extent_c");
+pub const NEXT_MPI_Type_get_extent_c: Next = Next::new(c"PMPI_Type_get_extent_c", &ADDRESSES[417]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_c, general, false) else { return general_MPI_Type_get_extent_c(datatype, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_extent_c, general, false) else { return general_MPI_Type_get_extent_c(datatype, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_c, std::ptr::null(), 0) } else { None };
@@ -16218,10 +16223,10 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_c(datatype: MPI_Datatype, lb: *mut
     counted_PMPI_Type_get_extent_c(datatype, lb, extent)
 }
 
-pub static NEXT_MPI_Type_get_true_extent_c: Next = Next::new(c"PMPI_Type_get_true_extent_c");
+pub const NEXT_MPI_Type_get_true_extent_c: Next = Next::new(c"PMPI_Type_get_true_extent_c", &ADDRESSES[418]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_c, general, false) else { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_true_extent_c, general, false) else { return general_MPI_Type_get_true_extent_c(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_c, std::ptr::null(), 0) } else { None };
@@ -16255,10 +16260,10 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_c(datatype: MPI_Datatype, tru
     counted_PMPI_Type_get_true_extent_c(datatype, true_lb, true_extent)
 }
 
-pub static NEXT_MPI_Type_hindexed: Next = Next::new(c"PMPI_Type_hindexed");
+pub const NEXT_MPI_Type_hindexed: Next = Next::new(c"PMPI_Type_hindexed", &ADDRESSES[419]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_hindexed, general, false) else { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_hindexed, general, false) else { return general_MPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hindexed, std::ptr::null(), 0) } else { None };
@@ -16292,10 +16297,10 @@ pub unsafe extern "C" fn PMPI_Type_hindexed(count: c_int, array_of_blocklengths:
     counted_PMPI_Type_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_hvector: Next = Next::new(c"PMPI_Type_hvector");
+pub const NEXT_MPI_Type_hvector: Next = Next::new(c"PMPI_Type_hvector", &ADDRESSES[420]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_hvector, general, false) else { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_hvector, general, false) else { return general_MPI_Type_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_hvector, std::ptr::null(), 0) } else { None };
@@ -16329,10 +16334,10 @@ pub unsafe extern "C" fn PMPI_Type_hvector(count: c_int, blocklength: c_int, str
     counted_PMPI_Type_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_indexed_c: Next = Next::new(c"PMPI_Type_indexed_c");
+pub const NEXT_MPI_Type_indexed_c: Next = Next::new(c"PMPI_Type_indexed_c", &ADDRESSES[421]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed_c(via_pmpi: bool, general: bool, count: MPI_Count, array_of_blocklengths: *const MPI_Count, array_of_displacements: *const MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed_c, general, false) else { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_indexed_c, general, false) else { return general_MPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, *const MPI_Count, *const MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed_c, std::ptr::null(), 0) } else { None };
@@ -16366,10 +16371,10 @@ pub unsafe extern "C" fn PMPI_Type_indexed_c(count: MPI_Count, array_of_blocklen
     counted_PMPI_Type_indexed_c(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_lb: Next = Next::new(c"PMPI_Type_lb");
+pub const NEXT_MPI_Type_lb: Next = Next::new(c"PMPI_Type_lb", &ADDRESSES[422]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_lb(via_pmpi: bool, general: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_lb, general, false) else { return general_MPI_Type_lb(datatype, displacement, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_lb, general, false) else { return general_MPI_Type_lb(datatype, displacement, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_lb, std::ptr::null(), 0) } else { None };
@@ -16403,10 +16408,10 @@ pub unsafe extern "C" fn PMPI_Type_lb(datatype: MPI_Datatype, displacement: *mut
     counted_PMPI_Type_lb(datatype, displacement)
 }
 
-pub static NEXT_MPI_Type_size_c: Next = Next::new(c"PMPI_Type_size_c");
+pub const NEXT_MPI_Type_size_c: Next = Next::new(c"PMPI_Type_size_c", &ADDRESSES[423]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_c(via_pmpi: bool, general: bool, datatype: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_c, general, false) else { return general_MPI_Type_size_c(datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_size_c, general, false) else { return general_MPI_Type_size_c(datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_c, std::ptr::null(), 0) } else { None };
@@ -16440,10 +16445,10 @@ pub unsafe extern "C" fn PMPI_Type_size_c(datatype: MPI_Datatype, size: *mut MPI
     counted_PMPI_Type_size_c(datatype, size)
 }
 
-pub static NEXT_MPI_Type_struct: Next = Next::new(c"PMPI_Type_struct");
+pub const NEXT_MPI_Type_struct: Next = Next::new(c"PMPI_Type_struct", &ADDRESSES[424]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_struct(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *mut c_int, array_of_displacements: *mut MPI_Aint, array_of_types: *mut MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_struct, general, false) else { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_struct, general, false) else { return general_MPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_struct, std::ptr::null(), 0) } else { None };
@@ -16477,10 +16482,10 @@ pub unsafe extern "C" fn PMPI_Type_struct(count: c_int, array_of_blocklengths: *
     counted_PMPI_Type_struct(count, array_of_blocklengths, array_of_displacements, array_of_types, newtype)
 }
 
-pub static NEXT_MPI_Type_ub: Next = Next::new(c"PMPI_Type_ub");
+pub const NEXT_MPI_Type_ub: Next = Next::new(c"PMPI_Type_ub", &ADDRESSES[425]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_ub(via_pmpi: bool, general: bool, datatype: MPI_Datatype, displacement: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_ub, general, false) else { return general_MPI_Type_ub(datatype, displacement, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_ub, general, false) else { return general_MPI_Type_ub(datatype, displacement, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, displacement) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_ub, std::ptr::null(), 0) } else { None };
@@ -16514,10 +16519,10 @@ pub unsafe extern "C" fn PMPI_Type_ub(datatype: MPI_Datatype, displacement: *mut
     counted_PMPI_Type_ub(datatype, displacement)
 }
 
-pub static NEXT_MPI_Type_vector_c: Next = Next::new(c"PMPI_Type_vector_c");
+pub const NEXT_MPI_Type_vector_c: Next = Next::new(c"PMPI_Type_vector_c", &ADDRESSES[426]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector_c(via_pmpi: bool, general: bool, count: MPI_Count, blocklength: MPI_Count, stride: MPI_Count, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector_c, general, false) else { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_vector_c, general, false) else { return general_MPI_Type_vector_c(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Count, MPI_Count, MPI_Count, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector_c, std::ptr::null(), 0) } else { None };
@@ -16551,10 +16556,10 @@ pub unsafe extern "C" fn PMPI_Type_vector_c(count: MPI_Count, blocklength: MPI_C
     counted_PMPI_Type_vector_c(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Unpack_c: Next = Next::new(c"PMPI_Unpack_c");
+pub const NEXT_MPI_Unpack_c: Next = Next::new(c"PMPI_Unpack_c", &ADDRESSES[427]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_c(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_c, general, false) else { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack_c, general, false) else { return general_MPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_c, std::ptr::null(), 0) } else { None };
@@ -16588,10 +16593,10 @@ pub unsafe extern "C" fn PMPI_Unpack_c(inbuf: *const c_void, insize: MPI_Count, 
     counted_PMPI_Unpack_c(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
-pub static NEXT_MPI_Unpack_external_c: Next = Next::new(c"PMPI_Unpack_external_c");
+pub const NEXT_MPI_Unpack_external_c: Next = Next::new(c"PMPI_Unpack_external_c", &ADDRESSES[428]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external_c(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Count, position: *mut MPI_Count, outbuf: *mut c_void, outcount: MPI_Count, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external_c, general, false) else { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack_external_c, general, false) else { return general_MPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Count, *mut MPI_Count, *mut c_void, MPI_Count, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external_c, std::ptr::null(), 0) } else { None };
@@ -16625,10 +16630,10 @@ pub unsafe extern "C" fn PMPI_Unpack_external_c(datarep: *const c_char, inbuf: *
     counted_PMPI_Unpack_external_c(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
-pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
+pub const NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port", &ADDRESSES[429]);
 #[inline(always)]
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
@@ -16662,10 +16667,10 @@ pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
     counted_PMPI_Close_port(port_name)
 }
 
-pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
+pub const NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept", &ADDRESSES[430]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
@@ -16699,10 +16704,10 @@ pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_In
     counted_PMPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
+pub const NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler", &ADDRESSES[431]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -16736,10 +16741,10 @@ pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_
     counted_PMPI_Comm_call_errhandler(comm, errorcode)
 }
 
-pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
+pub const NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare", &ADDRESSES[432]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
@@ -16773,10 +16778,10 @@ pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, res
     counted_PMPI_Comm_compare(comm1, comm2, result)
 }
 
-pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
+pub const NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect", &ADDRESSES[433]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
@@ -16810,10 +16815,10 @@ pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_I
     counted_PMPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
+pub const NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler", &ADDRESSES[434]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -16847,10 +16852,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandl
     counted_PMPI_Comm_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
+pub const NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval", &ADDRESSES[435]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
@@ -16884,10 +16889,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_cop
     counted_PMPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
+pub const NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group", &ADDRESSES[436]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
@@ -16921,10 +16926,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group
     counted_PMPI_Comm_create_group(comm, group, tag, newcomm)
 }
 
-pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
+pub const NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create", &ADDRESSES[437]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
@@ -16958,10 +16963,10 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newc
     counted_PMPI_Comm_create(comm, group, newcomm)
 }
 
-pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
+pub const NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr", &ADDRESSES[438]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
@@ -16995,10 +17000,10 @@ pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_in
     counted_PMPI_Comm_delete_attr(comm, comm_keyval)
 }
 
-pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
+pub const NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect", &ADDRESSES[439]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -17037,10 +17042,10 @@ pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_disconnect(comm)
 }
 
-pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
+pub const NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup", &ADDRESSES[440]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
@@ -17074,10 +17079,10 @@ pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -
     counted_PMPI_Comm_dup(comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
+pub const NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup", &ADDRESSES[441]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
@@ -17111,10 +17116,10 @@ pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, 
     counted_PMPI_Comm_idup(comm, newcomm, request)
 }
 
-pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
+pub const NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info", &ADDRESSES[442]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
@@ -17148,10 +17153,10 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info,
     counted_PMPI_Comm_dup_with_info(comm, info, newcomm)
 }
 
-pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
+pub const NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval", &ADDRESSES[443]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
@@ -17185,10 +17190,10 @@ pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int
     counted_PMPI_Comm_free_keyval(comm_keyval)
 }
 
-pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
+pub const NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free", &ADDRESSES[444]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -17227,10 +17232,10 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_free(comm)
 }
 
-pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
+pub const NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr", &ADDRESSES[445]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
@@ -17264,10 +17269,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, 
     counted_PMPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
+pub const NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler", &ADDRESSES[446]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -17301,10 +17306,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mu
     counted_PMPI_Comm_get_errhandler(comm, erhandler)
 }
 
-pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
+pub const NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info", &ADDRESSES[447]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
@@ -17338,10 +17343,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_
     counted_PMPI_Comm_get_info(comm, info_used)
 }
 
-pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
+pub const NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name", &ADDRESSES[448]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
@@ -17375,10 +17380,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_ch
     counted_PMPI_Comm_get_name(comm, comm_name, resultlen)
 }
 
-pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
+pub const NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent", &ADDRESSES[449]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
@@ -17412,10 +17417,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_get_parent(parent)
 }
 
-pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
+pub const NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group", &ADDRESSES[450]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
@@ -17449,10 +17454,10 @@ pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) 
     counted_PMPI_Comm_group(comm, group)
 }
 
-pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
+pub const NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join", &ADDRESSES[451]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
@@ -17486,10 +17491,10 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> 
     counted_PMPI_Comm_join(fd, intercomm)
 }
 
-pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
+pub const NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank", &ADDRESSES[452]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
@@ -17528,10 +17533,10 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_i
     counted_PMPI_Comm_rank(comm, rank)
 }
 
-pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
+pub const NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group", &ADDRESSES[453]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
@@ -17565,10 +17570,10 @@ pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_
     counted_PMPI_Comm_remote_group(comm, group)
 }
 
-pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
+pub const NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size", &ADDRESSES[454]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
@@ -17602,10 +17607,10 @@ pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int)
     counted_PMPI_Comm_remote_size(comm, size)
 }
 
-pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
+pub const NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr", &ADDRESSES[455]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
@@ -17639,10 +17644,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, 
     counted_PMPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
+pub const NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler", &ADDRESSES[456]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -17676,10 +17681,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MP
     counted_PMPI_Comm_set_errhandler(comm, errhandler)
 }
 
-pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
+pub const NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info", &ADDRESSES[457]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
@@ -17713,10 +17718,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c
     counted_PMPI_Comm_set_info(comm, info)
 }
 
-pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
+pub const NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name", &ADDRESSES[458]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
@@ -17750,10 +17755,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_
     counted_PMPI_Comm_set_name(comm, comm_name)
 }
 
-pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
+pub const NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size", &ADDRESSES[459]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
@@ -17792,10 +17797,10 @@ pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_i
     counted_PMPI_Comm_size(comm, size)
 }
 
-pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
+pub const NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn", &ADDRESSES[460]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
@@ -17829,10 +17834,10 @@ pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut
     counted_PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
-pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
+pub const NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple", &ADDRESSES[461]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
@@ -17866,10 +17871,10 @@ pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_command
     counted_PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
-pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
+pub const NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split", &ADDRESSES[462]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
@@ -17903,10 +17908,10 @@ pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_in
     counted_PMPI_Comm_split(comm, color, key, newcomm)
 }
 
-pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
+pub const NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type", &ADDRESSES[463]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
@@ -17940,10 +17945,10 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int,
     counted_PMPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 
-pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
+pub const NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter", &ADDRESSES[464]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
@@ -17977,10 +17982,10 @@ pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) 
     counted_PMPI_Comm_test_inter(comm, flag)
 }
 
-pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
+pub const NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free", &ADDRESSES[465]);
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
@@ -18014,10 +18019,10 @@ pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -
     counted_PMPI_Errhandler_free(errhandler)
 }
 
-pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
+pub const NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare", &ADDRESSES[466]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
@@ -18051,10 +18056,10 @@ pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group
     counted_PMPI_Group_compare(group1, group2, result)
 }
 
-pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
+pub const NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference", &ADDRESSES[467]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
@@ -18088,10 +18093,10 @@ pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Gr
     counted_PMPI_Group_difference(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
+pub const NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl", &ADDRESSES[468]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
@@ -18125,10 +18130,10 @@ pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *con
     counted_PMPI_Group_excl(group, n, ranks, newgroup)
 }
 
-pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
+pub const NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free", &ADDRESSES[469]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
@@ -18162,10 +18167,10 @@ pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
     counted_PMPI_Group_free(group)
 }
 
-pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
+pub const NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl", &ADDRESSES[470]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
@@ -18199,10 +18204,10 @@ pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *con
     counted_PMPI_Group_incl(group, n, ranks, newgroup)
 }
 
-pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
+pub const NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection", &ADDRESSES[471]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
@@ -18236,10 +18241,10 @@ pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_
     counted_PMPI_Group_intersection(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
+pub const NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl", &ADDRESSES[472]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
@@ -18273,10 +18278,10 @@ pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, range
     counted_PMPI_Group_range_excl(group, n, ranges, newgroup)
 }
 
-pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
+pub const NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl", &ADDRESSES[473]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
@@ -18310,10 +18315,10 @@ pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, range
     counted_PMPI_Group_range_incl(group, n, ranges, newgroup)
 }
 
-pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
+pub const NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank", &ADDRESSES[474]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
@@ -18347,10 +18352,10 @@ pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> 
     counted_PMPI_Group_rank(group, rank)
 }
 
-pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
+pub const NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size", &ADDRESSES[475]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
@@ -18384,10 +18389,10 @@ pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> 
     counted_PMPI_Group_size(group, size)
 }
 
-pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
+pub const NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks", &ADDRESSES[476]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
@@ -18421,10 +18426,10 @@ pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int,
     counted_PMPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 
-pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
+pub const NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union", &ADDRESSES[477]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
@@ -18458,10 +18463,10 @@ pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, 
     counted_PMPI_Group_union(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
+pub const NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create", &ADDRESSES[478]);
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
@@ -18495,10 +18500,10 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leade
     counted_PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
-pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
+pub const NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge", &ADDRESSES[479]);
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
@@ -18532,10 +18537,10 @@ pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, 
     counted_PMPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 
-pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
+pub const NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name", &ADDRESSES[480]);
 #[inline(always)]
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
@@ -18569,10 +18574,10 @@ pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI
     counted_PMPI_Lookup_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
+pub const NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port", &ADDRESSES[481]);
 #[inline(always)]
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
@@ -18606,10 +18611,10 @@ pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) 
     counted_PMPI_Open_port(info, port_name)
 }
 
-pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
+pub const NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name", &ADDRESSES[482]);
 #[inline(always)]
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
@@ -18643,10 +18648,10 @@ pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MP
     counted_PMPI_Publish_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
+pub const NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name", &ADDRESSES[483]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
@@ -18680,10 +18685,10 @@ pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: 
     counted_PMPI_Unpublish_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
+pub const NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete", &ADDRESSES[484]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
@@ -18717,10 +18722,10 @@ pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_in
     counted_PMPI_Attr_delete(comm, keyval)
 }
 
-pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
+pub const NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get", &ADDRESSES[485]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
@@ -18754,10 +18759,10 @@ pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_
     counted_PMPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
+pub const NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put", &ADDRESSES[486]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
@@ -18791,10 +18796,10 @@ pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_
     counted_PMPI_Attr_put(comm, keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
+pub const NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create", &ADDRESSES[487]);
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
@@ -18828,10 +18833,10 @@ pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_f
     counted_PMPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 
-pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
+pub const NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free", &ADDRESSES[488]);
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
@@ -18865,10 +18870,10 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
     counted_PMPI_Keyval_free(keyval)
 }
 
-pub static NEXT_MPI_Comm_create_from_group: Next = Next::new(c"PMPI_Comm_create_from_group");
+pub const NEXT_MPI_Comm_create_from_group: Next = Next::new(c"PMPI_Comm_create_from_group", &ADDRESSES[489]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_from_group(via_pmpi: bool, general: bool, group: MPI_Group, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_from_group, general, false) else { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_from_group, general, false) else { return general_MPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, stringtag, info, errhandler, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_from_group, std::ptr::null(), 0) } else { None };
@@ -18902,10 +18907,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_from_group(group: MPI_Group, stringtag
     counted_PMPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm)
 }
 
-pub static NEXT_MPI_Comm_idup_with_info: Next = Next::new(c"PMPI_Comm_idup_with_info");
+pub const NEXT_MPI_Comm_idup_with_info: Next = Next::new(c"PMPI_Comm_idup_with_info", &ADDRESSES[490]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup_with_info, general, false) else { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_idup_with_info, general, false) else { return general_MPI_Comm_idup_with_info(comm, info, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup_with_info, std::ptr::null(), 0) } else { None };
@@ -18939,10 +18944,10 @@ pub unsafe extern "C" fn PMPI_Comm_idup_with_info(comm: MPI_Comm, info: MPI_Info
     counted_PMPI_Comm_idup_with_info(comm, info, newcomm, request)
 }
 
-pub static NEXT_MPI_Errhandler_create: Next = Next::new(c"PMPI_Errhandler_create");
+pub const NEXT_MPI_Errhandler_create: Next = Next::new(c"PMPI_Errhandler_create", &ADDRESSES[491]);
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_create(via_pmpi: bool, general: bool, comm_errhandler_fn: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_create, general, false) else { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Errhandler_create, general, false) else { return general_MPI_Errhandler_create(comm_errhandler_fn, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_create, std::ptr::null(), 0) } else { None };
@@ -18976,10 +18981,10 @@ pub unsafe extern "C" fn PMPI_Errhandler_create(comm_errhandler_fn: MPI_Comm_err
     counted_PMPI_Errhandler_create(comm_errhandler_fn, errhandler)
 }
 
-pub static NEXT_MPI_Errhandler_get: Next = Next::new(c"PMPI_Errhandler_get");
+pub const NEXT_MPI_Errhandler_get: Next = Next::new(c"PMPI_Errhandler_get", &ADDRESSES[492]);
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_get(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_get, general, false) else { return general_MPI_Errhandler_get(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Errhandler_get, general, false) else { return general_MPI_Errhandler_get(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_get, std::ptr::null(), 0) } else { None };
@@ -19013,10 +19018,10 @@ pub unsafe extern "C" fn PMPI_Errhandler_get(comm: MPI_Comm, errhandler: *mut MP
     counted_PMPI_Errhandler_get(comm, errhandler)
 }
 
-pub static NEXT_MPI_Errhandler_set: Next = Next::new(c"PMPI_Errhandler_set");
+pub const NEXT_MPI_Errhandler_set: Next = Next::new(c"PMPI_Errhandler_set", &ADDRESSES[493]);
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_set(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_set, general, false) else { return general_MPI_Errhandler_set(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Errhandler_set, general, false) else { return general_MPI_Errhandler_set(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_set, std::ptr::null(), 0) } else { None };
@@ -19050,10 +19055,10 @@ pub unsafe extern "C" fn PMPI_Errhandler_set(comm: MPI_Comm, errhandler: MPI_Err
     counted_PMPI_Errhandler_set(comm, errhandler)
 }
 
-pub static NEXT_MPI_Group_from_session_pset: Next = Next::new(c"PMPI_Group_from_session_pset");
+pub const NEXT_MPI_Group_from_session_pset: Next = Next::new(c"PMPI_Group_from_session_pset", &ADDRESSES[494]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_from_session_pset(via_pmpi: bool, general: bool, session: MPI_Session, pset_name: *const c_char, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_from_session_pset, general, false) else { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_from_session_pset, general, false) else { return general_MPI_Group_from_session_pset(session, pset_name, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_from_session_pset, std::ptr::null(), 0) } else { None };
@@ -19087,10 +19092,10 @@ pub unsafe extern "C" fn PMPI_Group_from_session_pset(session: MPI_Session, pset
     counted_PMPI_Group_from_session_pset(session, pset_name, newgroup)
 }
 
-pub static NEXT_MPI_Intercomm_create_from_groups: Next = Next::new(c"PMPI_Intercomm_create_from_groups");
+pub const NEXT_MPI_Intercomm_create_from_groups: Next = Next::new(c"PMPI_Intercomm_create_from_groups", &ADDRESSES[495]);
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create_from_groups(via_pmpi: bool, general: bool, local_group: MPI_Group, local_leader: c_int, remote_group: MPI_Group, remote_leader: c_int, stringtag: *const c_char, info: MPI_Info, errhandler: MPI_Errhandler, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create_from_groups, general, false) else { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Intercomm_create_from_groups, general, false) else { return general_MPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Group, c_int, *const c_char, MPI_Info, MPI_Errhandler, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create_from_groups, std::ptr::null(), 0) } else { None };
@@ -19124,10 +19129,10 @@ pub unsafe extern "C" fn PMPI_Intercomm_create_from_groups(local_group: MPI_Grou
     counted_PMPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader, stringtag, info, errhandler, newintercomm)
 }
 
-pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
+pub const NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords", &ADDRESSES[496]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
@@ -19161,10 +19166,10 @@ pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: 
     counted_PMPI_Cart_coords(comm, rank, maxdims, coords)
 }
 
-pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
+pub const NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create", &ADDRESSES[497]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
@@ -19198,10 +19203,10 @@ pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims
     counted_PMPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
-pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
+pub const NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get", &ADDRESSES[498]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
@@ -19235,10 +19240,10 @@ pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mu
     counted_PMPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 
-pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
+pub const NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map", &ADDRESSES[499]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
@@ -19272,10 +19277,10 @@ pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *cons
     counted_PMPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 
-pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
+pub const NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank", &ADDRESSES[500]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
@@ -19309,10 +19314,10 @@ pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, ra
     counted_PMPI_Cart_rank(comm, coords, rank)
 }
 
-pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
+pub const NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift", &ADDRESSES[501]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
@@ -19346,10 +19351,10 @@ pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp:
     counted_PMPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 
-pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
+pub const NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub", &ADDRESSES[502]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
@@ -19383,10 +19388,10 @@ pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int
     counted_PMPI_Cart_sub(comm, remain_dims, new_comm)
 }
 
-pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
+pub const NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get", &ADDRESSES[503]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
@@ -19420,10 +19425,10 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> 
     counted_PMPI_Cartdim_get(comm, ndims)
 }
 
-pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
+pub const NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create", &ADDRESSES[504]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
@@ -19457,10 +19462,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, no
     counted_PMPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
-pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
+pub const NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent", &ADDRESSES[505]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
@@ -19494,10 +19499,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, ind
     counted_PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
-pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
+pub const NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors", &ADDRESSES[506]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -19531,10 +19536,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: 
     counted_PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
-pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
+pub const NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count", &ADDRESSES[507]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -19568,10 +19573,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneigh
     counted_PMPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 
-pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
+pub const NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create", &ADDRESSES[508]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
@@ -19605,10 +19610,10 @@ pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mu
     counted_PMPI_Dims_create(nnodes, ndims, dims)
 }
 
-pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
+pub const NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create", &ADDRESSES[509]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
@@ -19642,10 +19647,10 @@ pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, in
     counted_PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
-pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
+pub const NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get", &ADDRESSES[510]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
@@ -19679,10 +19684,10 @@ pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedge
     counted_PMPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 
-pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
+pub const NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map", &ADDRESSES[511]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
@@ -19716,10 +19721,10 @@ pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *c
     counted_PMPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 
-pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
+pub const NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count", &ADDRESSES[512]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -19753,10 +19758,10 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int,
     counted_PMPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 
-pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
+pub const NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors", &ADDRESSES[513]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -19790,10 +19795,10 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxne
     counted_PMPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 
-pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
+pub const NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get", &ADDRESSES[514]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
@@ -19827,10 +19832,10 @@ pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, 
     counted_PMPI_Graphdims_get(comm, nnodes, nedges)
 }
 
-pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
+pub const NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test", &ADDRESSES[515]);
 #[inline(always)]
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
@@ -19864,10 +19869,10 @@ pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c
     counted_PMPI_Topo_test(comm, status)
 }
 
-pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
+pub const NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort", &ADDRESSES[516]);
 #[inline(always)]
 unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
@@ -19902,10 +19907,10 @@ pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
     counted_PMPI_Abort(comm, errorcode)
 }
 
-pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
+pub const NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class", &ADDRESSES[517]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
@@ -19939,10 +19944,10 @@ pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
     counted_PMPI_Add_error_class(errorclass)
 }
 
-pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
+pub const NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code", &ADDRESSES[518]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
@@ -19976,10 +19981,10 @@ pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut 
     counted_PMPI_Add_error_code(errorclass, errorcode)
 }
 
-pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
+pub const NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string", &ADDRESSES[519]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
@@ -20013,10 +20018,10 @@ pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const 
     counted_PMPI_Add_error_string(errorcode, string)
 }
 
-pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
+pub const NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem", &ADDRESSES[520]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
@@ -20050,10 +20055,10 @@ pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr:
     counted_PMPI_Alloc_mem(size, info, baseptr)
 }
 
-pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
+pub const NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class", &ADDRESSES[521]);
 #[inline(always)]
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
@@ -20087,10 +20092,10 @@ pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_i
     counted_PMPI_Error_class(errorcode, errorclass)
 }
 
-pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
+pub const NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string", &ADDRESSES[522]);
 #[inline(always)]
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
@@ -20124,10 +20129,10 @@ pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char
     counted_PMPI_Error_string(errorcode, string, resultlen)
 }
 
-pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
+pub const NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize", &ADDRESSES[523]);
 #[inline(always)]
 unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
@@ -20162,10 +20167,10 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     counted_PMPI_Finalize()
 }
 
-pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
+pub const NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized", &ADDRESSES[524]);
 #[inline(always)]
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
@@ -20199,10 +20204,10 @@ pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
     counted_PMPI_Finalized(flag)
 }
 
-pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
+pub const NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem", &ADDRESSES[525]);
 #[inline(always)]
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
@@ -20236,10 +20241,10 @@ pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
     counted_PMPI_Free_mem(base)
 }
 
-pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
+pub const NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version", &ADDRESSES[526]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
@@ -20273,10 +20278,10 @@ pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultle
     counted_PMPI_Get_library_version(version, resultlen)
 }
 
-pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
+pub const NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name", &ADDRESSES[527]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
@@ -20310,10 +20315,10 @@ pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *
     counted_PMPI_Get_processor_name(name, resultlen)
 }
 
-pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
+pub const NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version", &ADDRESSES[528]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
@@ -20347,10 +20352,10 @@ pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut 
     counted_PMPI_Get_version(version, subversion)
 }
 
-pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
+pub const NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create", &ADDRESSES[529]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
@@ -20384,10 +20389,10 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
     counted_PMPI_Info_create(info)
 }
 
-pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
+pub const NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete", &ADDRESSES[530]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
@@ -20421,10 +20426,10 @@ pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) ->
     counted_PMPI_Info_delete(info, key)
 }
 
-pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
+pub const NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup", &ADDRESSES[531]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
@@ -20458,10 +20463,10 @@ pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -
     counted_PMPI_Info_dup(info, newinfo)
 }
 
-pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
+pub const NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free", &ADDRESSES[532]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
@@ -20495,10 +20500,10 @@ pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
     counted_PMPI_Info_free(info)
 }
 
-pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
+pub const NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get", &ADDRESSES[533]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
@@ -20532,10 +20537,10 @@ pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, value
     counted_PMPI_Info_get(info, key, valuelen, value, flag)
 }
 
-pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
+pub const NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys", &ADDRESSES[534]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
@@ -20569,10 +20574,10 @@ pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) 
     counted_PMPI_Info_get_nkeys(info, nkeys)
 }
 
-pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
+pub const NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey", &ADDRESSES[535]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
@@ -20606,10 +20611,10 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mu
     counted_PMPI_Info_get_nthkey(info, n, key)
 }
 
-pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
+pub const NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen", &ADDRESSES[536]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
@@ -20643,10 +20648,10 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_ch
     counted_PMPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 
-pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
+pub const NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set", &ADDRESSES[537]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
@@ -20680,10 +20685,10 @@ pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value
     counted_PMPI_Info_set(info, key, value)
 }
 
-pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
+pub const NEXT_MPI_Init: Next = Next::new(c"PMPI_Init", &ADDRESSES[538]);
 #[inline(always)]
 unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv);
@@ -20728,10 +20733,10 @@ pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char
     counted_PMPI_Init(argc, argv)
 }
 
-pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
+pub const NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized", &ADDRESSES[539]);
 #[inline(always)]
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
@@ -20765,10 +20770,10 @@ pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
     counted_PMPI_Initialized(flag)
 }
 
-pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
+pub const NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread", &ADDRESSES[540]);
 #[inline(always)]
 unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv, required, provided);
@@ -20815,10 +20820,10 @@ pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut
     counted_PMPI_Init_thread(argc, argv, required, provided)
 }
 
-pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
+pub const NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main", &ADDRESSES[541]);
 #[inline(always)]
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
@@ -20852,10 +20857,10 @@ pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
     counted_PMPI_Is_thread_main(flag)
 }
 
-pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
+pub const NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative", &ADDRESSES[542]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
@@ -20889,10 +20894,10 @@ pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) ->
     counted_PMPI_Op_commutative(op, commute)
 }
 
-pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
+pub const NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create", &ADDRESSES[543]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
@@ -20926,10 +20931,10 @@ pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_
     counted_PMPI_Op_create(function, commute, op)
 }
 
-pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
+pub const NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free", &ADDRESSES[544]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
@@ -20963,10 +20968,10 @@ pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
     counted_PMPI_Op_free(op)
 }
 
-pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
+pub const NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread", &ADDRESSES[545]);
 #[inline(always)]
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
@@ -21000,10 +21005,10 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
     counted_PMPI_Query_thread(provided)
 }
 
-pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
+pub const NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick", &ADDRESSES[546]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
@@ -21037,10 +21042,10 @@ pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
     counted_PMPI_Wtick()
 }
 
-pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
+pub const NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime", &ADDRESSES[547]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
@@ -21079,10 +21084,10 @@ pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
     counted_PMPI_Wtime()
 }
 
-pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
+pub const NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread", &ADDRESSES[548]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
@@ -21116,10 +21121,10 @@ pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_in
     counted_PMPI_T_init_thread(required, provided)
 }
 
-pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
+pub const NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize", &ADDRESSES[549]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
@@ -21153,10 +21158,10 @@ pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
     counted_PMPI_T_finalize()
 }
 
-pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
+pub const NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num", &ADDRESSES[550]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
@@ -21190,10 +21195,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
     counted_PMPI_T_cvar_get_num(num_cvar)
 }
 
-pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
+pub const NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info", &ADDRESSES[551]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
@@ -21227,10 +21232,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_ch
     counted_PMPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
-pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
+pub const NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index", &ADDRESSES[552]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
@@ -21264,10 +21269,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: 
     counted_PMPI_T_cvar_get_index(name, cvar_index)
 }
 
-pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
+pub const NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc", &ADDRESSES[553]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -21301,10 +21306,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle:
     counted_PMPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 
-pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
+pub const NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free", &ADDRESSES[554]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -21338,10 +21343,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle)
     counted_PMPI_T_cvar_handle_free(handle)
 }
 
-pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
+pub const NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read", &ADDRESSES[555]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
@@ -21375,10 +21380,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c
     counted_PMPI_T_cvar_read(handle, buf)
 }
 
-pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
+pub const NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write", &ADDRESSES[556]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
@@ -21412,10 +21417,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *cons
     counted_PMPI_T_cvar_write(handle, buf)
 }
 
-pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
+pub const NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num", &ADDRESSES[557]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
@@ -21449,10 +21454,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
     counted_PMPI_T_category_get_num(num_cat)
 }
 
-pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
+pub const NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info", &ADDRESSES[558]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
@@ -21486,10 +21491,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c
     counted_PMPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
-pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
+pub const NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index", &ADDRESSES[559]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
@@ -21523,10 +21528,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category
     counted_PMPI_T_category_get_index(name, category_index)
 }
 
-pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
+pub const NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars", &ADDRESSES[560]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
@@ -21560,10 +21565,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int,
     counted_PMPI_T_category_get_cvars(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
+pub const NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars", &ADDRESSES[561]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
@@ -21597,10 +21602,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int,
     counted_PMPI_T_category_get_pvars(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
+pub const NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories", &ADDRESSES[562]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
@@ -21634,10 +21639,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c
     counted_PMPI_T_category_get_categories(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
+pub const NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed", &ADDRESSES[563]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
@@ -21671,10 +21676,10 @@ pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
     counted_PMPI_T_category_changed(stamp)
 }
 
-pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
+pub const NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num", &ADDRESSES[564]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
@@ -21708,10 +21713,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
     counted_PMPI_T_pvar_get_num(num_pvar)
 }
 
-pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
+pub const NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info", &ADDRESSES[565]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
@@ -21745,10 +21750,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_ch
     counted_PMPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
-pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
+pub const NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index", &ADDRESSES[566]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
@@ -21782,10 +21787,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c
     counted_PMPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 
-pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
+pub const NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create", &ADDRESSES[567]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
@@ -21819,10 +21824,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_ses
     counted_PMPI_T_pvar_session_create(session)
 }
 
-pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
+pub const NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free", &ADDRESSES[568]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
@@ -21856,10 +21861,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_sessi
     counted_PMPI_T_pvar_session_free(session)
 }
 
-pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
+pub const NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc", &ADDRESSES[569]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -21893,10 +21898,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, p
     counted_PMPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 
-pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
+pub const NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free", &ADDRESSES[570]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -21930,10 +21935,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, ha
     counted_PMPI_T_pvar_handle_free(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
+pub const NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start", &ADDRESSES[571]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
@@ -21967,10 +21972,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_start(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
+pub const NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop", &ADDRESSES[572]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
@@ -22004,10 +22009,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: M
     counted_PMPI_T_pvar_stop(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
+pub const NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read", &ADDRESSES[573]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
@@ -22041,10 +22046,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: M
     counted_PMPI_T_pvar_read(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
+pub const NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write", &ADDRESSES[574]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
@@ -22078,10 +22083,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_write(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
+pub const NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset", &ADDRESSES[575]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
@@ -22115,10 +22120,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_reset(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
+pub const NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset", &ADDRESSES[576]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
@@ -22152,10 +22157,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, hand
     counted_PMPI_T_pvar_readreset(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
+pub const NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info", &ADDRESSES[577]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
@@ -22189,10 +22194,10 @@ pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_
     counted_PMPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 
-pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
+pub const NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item", &ADDRESSES[578]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
@@ -22226,10 +22231,10 @@ pub unsafe extern "C" fn PMPI_T_enum_get_item(enumtype: MPI_T_enum, index: c_int
     counted_PMPI_T_enum_get_item(enumtype, index, value, name, name_len)
 }
 
-pub static NEXT_MPI_Info_create_env: Next = Next::new(c"PMPI_Info_create_env");
+pub const NEXT_MPI_Info_create_env: Next = Next::new(c"PMPI_Info_create_env", &ADDRESSES[579]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create_env(via_pmpi: bool, general: bool, argc: c_int, argv: *mut *mut c_char, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create_env, general, false) else { return general_MPI_Info_create_env(argc, argv, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_create_env, general, false) else { return general_MPI_Info_create_env(argc, argv, info, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(argc, argv, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create_env, std::ptr::null(), 0) } else { None };
@@ -22263,10 +22268,10 @@ pub unsafe extern "C" fn PMPI_Info_create_env(argc: c_int, argv: *mut *mut c_cha
     counted_PMPI_Info_create_env(argc, argv, info)
 }
 
-pub static NEXT_MPI_Info_get_string: Next = Next::new(c"PMPI_Info_get_string");
+pub const NEXT_MPI_Info_get_string: Next = Next::new(c"PMPI_Info_get_string", &ADDRESSES[580]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_string(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, buflen: *mut c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_string, general, false) else { return general_MPI_Info_get_string(info, key, buflen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_string, general, false) else { return general_MPI_Info_get_string(info, key, buflen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, buflen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_string, std::ptr::null(), 0) } else { None };
@@ -22300,10 +22305,10 @@ pub unsafe extern "C" fn PMPI_Info_get_string(info: MPI_Info, key: *const c_char
     counted_PMPI_Info_get_string(info, key, buflen, value, flag)
 }
 
-pub static NEXT_MPI_Op_create_c: Next = Next::new(c"PMPI_Op_create_c");
+pub const NEXT_MPI_Op_create_c: Next = Next::new(c"PMPI_Op_create_c", &ADDRESSES[581]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create_c(via_pmpi: bool, general: bool, user_fn: MPI_User_function_c, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create_c, general, false) else { return general_MPI_Op_create_c(user_fn, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_create_c, general, false) else { return general_MPI_Op_create_c(user_fn, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function_c, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(user_fn, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create_c, std::ptr::null(), 0) } else { None };
@@ -22337,10 +22342,10 @@ pub unsafe extern "C" fn PMPI_Op_create_c(user_fn: MPI_User_function_c, commute:
     counted_PMPI_Op_create_c(user_fn, commute, op)
 }
 
-pub static NEXT_MPI_Session_call_errhandler: Next = Next::new(c"PMPI_Session_call_errhandler");
+pub const NEXT_MPI_Session_call_errhandler: Next = Next::new(c"PMPI_Session_call_errhandler", &ADDRESSES[582]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_call_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_call_errhandler, general, false) else { return general_MPI_Session_call_errhandler(session, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_call_errhandler, general, false) else { return general_MPI_Session_call_errhandler(session, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -22374,10 +22379,10 @@ pub unsafe extern "C" fn PMPI_Session_call_errhandler(session: MPI_Session, erro
     counted_PMPI_Session_call_errhandler(session, errorcode)
 }
 
-pub static NEXT_MPI_Session_create_errhandler: Next = Next::new(c"PMPI_Session_create_errhandler");
+pub const NEXT_MPI_Session_create_errhandler: Next = Next::new(c"PMPI_Session_create_errhandler", &ADDRESSES[583]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_create_errhandler(via_pmpi: bool, general: bool, session_errhandler_fn: MPI_Session_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_create_errhandler, general, false) else { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_create_errhandler, general, false) else { return general_MPI_Session_create_errhandler(session_errhandler_fn, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session_errhandler_fn, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -22411,10 +22416,10 @@ pub unsafe extern "C" fn PMPI_Session_create_errhandler(session_errhandler_fn: M
     counted_PMPI_Session_create_errhandler(session_errhandler_fn, errhandler)
 }
 
-pub static NEXT_MPI_Session_finalize: Next = Next::new(c"PMPI_Session_finalize");
+pub const NEXT_MPI_Session_finalize: Next = Next::new(c"PMPI_Session_finalize", &ADDRESSES[584]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_finalize(via_pmpi: bool, general: bool, session: *mut MPI_Session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_finalize, general, false) else { return general_MPI_Session_finalize(session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_finalize, general, false) else { return general_MPI_Session_finalize(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_finalize, std::ptr::null(), 0) } else { None };
@@ -22448,10 +22453,10 @@ pub unsafe extern "C" fn PMPI_Session_finalize(session: *mut MPI_Session) -> c_i
     counted_PMPI_Session_finalize(session)
 }
 
-pub static NEXT_MPI_Session_get_errhandler: Next = Next::new(c"PMPI_Session_get_errhandler");
+pub const NEXT_MPI_Session_get_errhandler: Next = Next::new(c"PMPI_Session_get_errhandler", &ADDRESSES[585]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_errhandler, general, false) else { return general_MPI_Session_get_errhandler(session, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_get_errhandler, general, false) else { return general_MPI_Session_get_errhandler(session, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -22485,10 +22490,10 @@ pub unsafe extern "C" fn PMPI_Session_get_errhandler(session: MPI_Session, errha
     counted_PMPI_Session_get_errhandler(session, errhandler)
 }
 
-pub static NEXT_MPI_Session_get_info: Next = Next::new(c"PMPI_Session_get_info");
+pub const NEXT_MPI_Session_get_info: Next = Next::new(c"PMPI_Session_get_info", &ADDRESSES[586]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_info(via_pmpi: bool, general: bool, session: MPI_Session, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_info, general, false) else { return general_MPI_Session_get_info(session, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_get_info, general, false) else { return general_MPI_Session_get_info(session, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_info, std::ptr::null(), 0) } else { None };
@@ -22522,10 +22527,10 @@ pub unsafe extern "C" fn PMPI_Session_get_info(session: MPI_Session, info_used: 
     counted_PMPI_Session_get_info(session, info_used)
 }
 
-pub static NEXT_MPI_Session_get_nth_pset: Next = Next::new(c"PMPI_Session_get_nth_pset");
+pub const NEXT_MPI_Session_get_nth_pset: Next = Next::new(c"PMPI_Session_get_nth_pset", &ADDRESSES[587]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_nth_pset(via_pmpi: bool, general: bool, session: MPI_Session, info: MPI_Info, n: c_int, pset_len: *mut c_int, pset_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_nth_pset, general, false) else { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_get_nth_pset, general, false) else { return general_MPI_Session_get_nth_pset(session, info, n, pset_len, pset_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, c_int, *mut c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, n, pset_len, pset_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_nth_pset, std::ptr::null(), 0) } else { None };
@@ -22559,10 +22564,10 @@ pub unsafe extern "C" fn PMPI_Session_get_nth_pset(session: MPI_Session, info: M
     counted_PMPI_Session_get_nth_pset(session, info, n, pset_len, pset_name)
 }
 
-pub static NEXT_MPI_Session_get_num_psets: Next = Next::new(c"PMPI_Session_get_num_psets");
+pub const NEXT_MPI_Session_get_num_psets: Next = Next::new(c"PMPI_Session_get_num_psets", &ADDRESSES[588]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_num_psets(via_pmpi: bool, general: bool, session: MPI_Session, info: MPI_Info, npset_names: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_num_psets, general, false) else { return general_MPI_Session_get_num_psets(session, info, npset_names, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_get_num_psets, general, false) else { return general_MPI_Session_get_num_psets(session, info, npset_names, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, info, npset_names) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_num_psets, std::ptr::null(), 0) } else { None };
@@ -22596,10 +22601,10 @@ pub unsafe extern "C" fn PMPI_Session_get_num_psets(session: MPI_Session, info: 
     counted_PMPI_Session_get_num_psets(session, info, npset_names)
 }
 
-pub static NEXT_MPI_Session_get_pset_info: Next = Next::new(c"PMPI_Session_get_pset_info");
+pub const NEXT_MPI_Session_get_pset_info: Next = Next::new(c"PMPI_Session_get_pset_info", &ADDRESSES[589]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_get_pset_info(via_pmpi: bool, general: bool, session: MPI_Session, pset_name: *const c_char, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_get_pset_info, general, false) else { return general_MPI_Session_get_pset_info(session, pset_name, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_get_pset_info, general, false) else { return general_MPI_Session_get_pset_info(session, pset_name, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, *const c_char, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pset_name, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_get_pset_info, std::ptr::null(), 0) } else { None };
@@ -22633,10 +22638,10 @@ pub unsafe extern "C" fn PMPI_Session_get_pset_info(session: MPI_Session, pset_n
     counted_PMPI_Session_get_pset_info(session, pset_name, info)
 }
 
-pub static NEXT_MPI_Session_init: Next = Next::new(c"PMPI_Session_init");
+pub const NEXT_MPI_Session_init: Next = Next::new(c"PMPI_Session_init", &ADDRESSES[590]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_init(via_pmpi: bool, general: bool, info: MPI_Info, errhandler: MPI_Errhandler, session: *mut MPI_Session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_init, general, false) else { return general_MPI_Session_init(info, errhandler, session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_init, general, false) else { return general_MPI_Session_init(info, errhandler, session, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Errhandler, *mut MPI_Session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, errhandler, session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_init, std::ptr::null(), 0) } else { None };
@@ -22670,10 +22675,10 @@ pub unsafe extern "C" fn PMPI_Session_init(info: MPI_Info, errhandler: MPI_Errha
     counted_PMPI_Session_init(info, errhandler, session)
 }
 
-pub static NEXT_MPI_Session_set_errhandler: Next = Next::new(c"PMPI_Session_set_errhandler");
+pub const NEXT_MPI_Session_set_errhandler: Next = Next::new(c"PMPI_Session_set_errhandler", &ADDRESSES[591]);
 #[inline(always)]
 unsafe fn wrap_MPI_Session_set_errhandler(via_pmpi: bool, general: bool, session: MPI_Session, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Session_set_errhandler, general, false) else { return general_MPI_Session_set_errhandler(session, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Session_set_errhandler, general, false) else { return general_MPI_Session_set_errhandler(session, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Session, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Session_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -22707,10 +22712,10 @@ pub unsafe extern "C" fn PMPI_Session_set_errhandler(session: MPI_Session, errha
     counted_PMPI_Session_set_errhandler(session, errhandler)
 }
 
-pub static NEXT_MPI_T_category_get_events: Next = Next::new(c"PMPI_T_category_get_events");
+pub const NEXT_MPI_T_category_get_events: Next = Next::new(c"PMPI_T_category_get_events", &ADDRESSES[592]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_events(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_events, general, false) else { return general_MPI_T_category_get_events(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_events, general, false) else { return general_MPI_T_category_get_events(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_events, std::ptr::null(), 0) } else { None };
@@ -22744,10 +22749,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_events(cat_index: c_int, len: c_int
     counted_PMPI_T_category_get_events(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_get_num_events: Next = Next::new(c"PMPI_T_category_get_num_events");
+pub const NEXT_MPI_T_category_get_num_events: Next = Next::new(c"PMPI_T_category_get_num_events", &ADDRESSES[593]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num_events(via_pmpi: bool, general: bool, cat_index: c_int, num_events: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num_events, general, false) else { return general_MPI_T_category_get_num_events(cat_index, num_events, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_num_events, general, false) else { return general_MPI_T_category_get_num_events(cat_index, num_events, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num_events, std::ptr::null(), 0) } else { None };
@@ -22781,10 +22786,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_num_events(cat_index: c_int, num_ev
     counted_PMPI_T_category_get_num_events(cat_index, num_events)
 }
 
-pub static NEXT_MPI_T_event_callback_get_info: Next = Next::new(c"PMPI_T_event_callback_get_info");
+pub const NEXT_MPI_T_event_callback_get_info: Next = Next::new(c"PMPI_T_event_callback_get_info", &ADDRESSES[594]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_callback_get_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_get_info, general, false) else { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_callback_get_info, general, false) else { return general_MPI_T_event_callback_get_info(event_registration, cb_safety, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_get_info, std::ptr::null(), 0) } else { None };
@@ -22818,10 +22823,10 @@ pub unsafe extern "C" fn PMPI_T_event_callback_get_info(event_registration: MPI_
     counted_PMPI_T_event_callback_get_info(event_registration, cb_safety, info_used)
 }
 
-pub static NEXT_MPI_T_event_callback_set_info: Next = Next::new(c"PMPI_T_event_callback_set_info");
+pub const NEXT_MPI_T_event_callback_set_info: Next = Next::new(c"PMPI_T_event_callback_set_info", &ADDRESSES[595]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_callback_set_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_callback_set_info, general, false) else { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_callback_set_info, general, false) else { return general_MPI_T_event_callback_set_info(event_registration, cb_safety, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_callback_set_info, std::ptr::null(), 0) } else { None };
@@ -22855,10 +22860,10 @@ pub unsafe extern "C" fn PMPI_T_event_callback_set_info(event_registration: MPI_
     counted_PMPI_T_event_callback_set_info(event_registration, cb_safety, info)
 }
 
-pub static NEXT_MPI_T_event_copy: Next = Next::new(c"PMPI_T_event_copy");
+pub const NEXT_MPI_T_event_copy: Next = Next::new(c"PMPI_T_event_copy", &ADDRESSES[596]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_copy(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, buffer: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_copy, general, false) else { return general_MPI_T_event_copy(event_instance, buffer, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_copy, general, false) else { return general_MPI_T_event_copy(event_instance, buffer, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_copy, std::ptr::null(), 0) } else { None };
@@ -22892,10 +22897,10 @@ pub unsafe extern "C" fn PMPI_T_event_copy(event_instance: MPI_T_event_instance,
     counted_PMPI_T_event_copy(event_instance, buffer)
 }
 
-pub static NEXT_MPI_T_event_get_index: Next = Next::new(c"PMPI_T_event_get_index");
+pub const NEXT_MPI_T_event_get_index: Next = Next::new(c"PMPI_T_event_get_index", &ADDRESSES[597]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_index(via_pmpi: bool, general: bool, name: *const c_char, event_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_index, general, false) else { return general_MPI_T_event_get_index(name, event_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_get_index, general, false) else { return general_MPI_T_event_get_index(name, event_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, event_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_index, std::ptr::null(), 0) } else { None };
@@ -22929,10 +22934,10 @@ pub unsafe extern "C" fn PMPI_T_event_get_index(name: *const c_char, event_index
     counted_PMPI_T_event_get_index(name, event_index)
 }
 
-pub static NEXT_MPI_T_event_get_info: Next = Next::new(c"PMPI_T_event_get_info");
+pub const NEXT_MPI_T_event_get_info: Next = Next::new(c"PMPI_T_event_get_info", &ADDRESSES[598]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_info(via_pmpi: bool, general: bool, event_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, array_of_datatypes: *mut MPI_Datatype, array_of_displacements: *mut MPI_Aint, num_elements: *mut c_int, enumtype: *mut MPI_T_enum, info: *mut MPI_Info, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_info, general, false) else { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_get_info, general, false) else { return general_MPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_Aint, *mut c_int, *mut MPI_T_enum, *mut MPI_Info, *mut c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_info, std::ptr::null(), 0) } else { None };
@@ -22966,10 +22971,10 @@ pub unsafe extern "C" fn PMPI_T_event_get_info(event_index: c_int, name: *mut c_
     counted_PMPI_T_event_get_info(event_index, name, name_len, verbosity, array_of_datatypes, array_of_displacements, num_elements, enumtype, info, desc, desc_len, bind)
 }
 
-pub static NEXT_MPI_T_event_get_num: Next = Next::new(c"PMPI_T_event_get_num");
+pub const NEXT_MPI_T_event_get_num: Next = Next::new(c"PMPI_T_event_get_num", &ADDRESSES[599]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_num(via_pmpi: bool, general: bool, num_events: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_num, general, false) else { return general_MPI_T_event_get_num(num_events, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_get_num, general, false) else { return general_MPI_T_event_get_num(num_events, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_events) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_num, std::ptr::null(), 0) } else { None };
@@ -23003,10 +23008,10 @@ pub unsafe extern "C" fn PMPI_T_event_get_num(num_events: *mut c_int) -> c_int {
     counted_PMPI_T_event_get_num(num_events)
 }
 
-pub static NEXT_MPI_T_event_get_source: Next = Next::new(c"PMPI_T_event_get_source");
+pub const NEXT_MPI_T_event_get_source: Next = Next::new(c"PMPI_T_event_get_source", &ADDRESSES[600]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_source(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, source_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_source, general, false) else { return general_MPI_T_event_get_source(event_instance, source_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_get_source, general, false) else { return general_MPI_T_event_get_source(event_instance, source_index, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, source_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_source, std::ptr::null(), 0) } else { None };
@@ -23040,10 +23045,10 @@ pub unsafe extern "C" fn PMPI_T_event_get_source(event_instance: MPI_T_event_ins
     counted_PMPI_T_event_get_source(event_instance, source_index)
 }
 
-pub static NEXT_MPI_T_event_get_timestamp: Next = Next::new(c"PMPI_T_event_get_timestamp");
+pub const NEXT_MPI_T_event_get_timestamp: Next = Next::new(c"PMPI_T_event_get_timestamp", &ADDRESSES[601]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_get_timestamp(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, event_timestamp: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_get_timestamp, general, false) else { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_get_timestamp, general, false) else { return general_MPI_T_event_get_timestamp(event_instance, event_timestamp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, event_timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_get_timestamp, std::ptr::null(), 0) } else { None };
@@ -23077,10 +23082,10 @@ pub unsafe extern "C" fn PMPI_T_event_get_timestamp(event_instance: MPI_T_event_
     counted_PMPI_T_event_get_timestamp(event_instance, event_timestamp)
 }
 
-pub static NEXT_MPI_T_event_handle_alloc: Next = Next::new(c"PMPI_T_event_handle_alloc");
+pub const NEXT_MPI_T_event_handle_alloc: Next = Next::new(c"PMPI_T_event_handle_alloc", &ADDRESSES[602]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_alloc(via_pmpi: bool, general: bool, event_index: c_int, obj_handle: *mut c_void, info: MPI_Info, event_registration: *mut MPI_T_event_registration) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_alloc, general, false) else { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_handle_alloc, general, false) else { return general_MPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, MPI_Info, *mut MPI_T_event_registration) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_index, obj_handle, info, event_registration) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -23114,10 +23119,10 @@ pub unsafe extern "C" fn PMPI_T_event_handle_alloc(event_index: c_int, obj_handl
     counted_PMPI_T_event_handle_alloc(event_index, obj_handle, info, event_registration)
 }
 
-pub static NEXT_MPI_T_event_handle_free: Next = Next::new(c"PMPI_T_event_handle_free");
+pub const NEXT_MPI_T_event_handle_free: Next = Next::new(c"PMPI_T_event_handle_free", &ADDRESSES[603]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_free(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, user_data: *mut c_void, free_cb_function: MPI_T_event_free_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_free, general, false) else { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_handle_free, general, false) else { return general_MPI_T_event_handle_free(event_registration, user_data, free_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut c_void, MPI_T_event_free_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, user_data, free_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_free, std::ptr::null(), 0) } else { None };
@@ -23151,10 +23156,10 @@ pub unsafe extern "C" fn PMPI_T_event_handle_free(event_registration: MPI_T_even
     counted_PMPI_T_event_handle_free(event_registration, user_data, free_cb_function)
 }
 
-pub static NEXT_MPI_T_event_handle_get_info: Next = Next::new(c"PMPI_T_event_handle_get_info");
+pub const NEXT_MPI_T_event_handle_get_info: Next = Next::new(c"PMPI_T_event_handle_get_info", &ADDRESSES[604]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_get_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_get_info, general, false) else { return general_MPI_T_event_handle_get_info(event_registration, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_handle_get_info, general, false) else { return general_MPI_T_event_handle_get_info(event_registration, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_get_info, std::ptr::null(), 0) } else { None };
@@ -23188,10 +23193,10 @@ pub unsafe extern "C" fn PMPI_T_event_handle_get_info(event_registration: MPI_T_
     counted_PMPI_T_event_handle_get_info(event_registration, info_used)
 }
 
-pub static NEXT_MPI_T_event_handle_set_info: Next = Next::new(c"PMPI_T_event_handle_set_info");
+pub const NEXT_MPI_T_event_handle_set_info: Next = Next::new(c"PMPI_T_event_handle_set_info", &ADDRESSES[605]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_handle_set_info(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_handle_set_info, general, false) else { return general_MPI_T_event_handle_set_info(event_registration, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_handle_set_info, general, false) else { return general_MPI_T_event_handle_set_info(event_registration, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_handle_set_info, std::ptr::null(), 0) } else { None };
@@ -23225,10 +23230,10 @@ pub unsafe extern "C" fn PMPI_T_event_handle_set_info(event_registration: MPI_T_
     counted_PMPI_T_event_handle_set_info(event_registration, info)
 }
 
-pub static NEXT_MPI_T_event_read: Next = Next::new(c"PMPI_T_event_read");
+pub const NEXT_MPI_T_event_read: Next = Next::new(c"PMPI_T_event_read", &ADDRESSES[606]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_read(via_pmpi: bool, general: bool, event_instance: MPI_T_event_instance, element_index: c_int, buffer: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_read, general, false) else { return general_MPI_T_event_read(event_instance, element_index, buffer, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_read, general, false) else { return general_MPI_T_event_read(event_instance, element_index, buffer, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_instance, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_instance, element_index, buffer) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_read, std::ptr::null(), 0) } else { None };
@@ -23262,10 +23267,10 @@ pub unsafe extern "C" fn PMPI_T_event_read(event_instance: MPI_T_event_instance,
     counted_PMPI_T_event_read(event_instance, element_index, buffer)
 }
 
-pub static NEXT_MPI_T_event_register_callback: Next = Next::new(c"PMPI_T_event_register_callback");
+pub const NEXT_MPI_T_event_register_callback: Next = Next::new(c"PMPI_T_event_register_callback", &ADDRESSES[607]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_register_callback(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, cb_safety: MPI_T_cb_safety, info: MPI_Info, user_data: *mut c_void, event_cb_function: MPI_T_event_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_register_callback, general, false) else { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_register_callback, general, false) else { return general_MPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_cb_safety, MPI_Info, *mut c_void, MPI_T_event_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, cb_safety, info, user_data, event_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_register_callback, std::ptr::null(), 0) } else { None };
@@ -23299,10 +23304,10 @@ pub unsafe extern "C" fn PMPI_T_event_register_callback(event_registration: MPI_
     counted_PMPI_T_event_register_callback(event_registration, cb_safety, info, user_data, event_cb_function)
 }
 
-pub static NEXT_MPI_T_event_set_dropped_handler: Next = Next::new(c"PMPI_T_event_set_dropped_handler");
+pub const NEXT_MPI_T_event_set_dropped_handler: Next = Next::new(c"PMPI_T_event_set_dropped_handler", &ADDRESSES[608]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_event_set_dropped_handler(via_pmpi: bool, general: bool, event_registration: MPI_T_event_registration, dropped_cb_function: MPI_T_event_dropped_cb_function) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_event_set_dropped_handler, general, false) else { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_event_set_dropped_handler, general, false) else { return general_MPI_T_event_set_dropped_handler(event_registration, dropped_cb_function, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_event_registration, MPI_T_event_dropped_cb_function) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(event_registration, dropped_cb_function) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_event_set_dropped_handler, std::ptr::null(), 0) } else { None };
@@ -23336,10 +23341,10 @@ pub unsafe extern "C" fn PMPI_T_event_set_dropped_handler(event_registration: MP
     counted_PMPI_T_event_set_dropped_handler(event_registration, dropped_cb_function)
 }
 
-pub static NEXT_MPI_T_source_get_info: Next = Next::new(c"PMPI_T_source_get_info");
+pub const NEXT_MPI_T_source_get_info: Next = Next::new(c"PMPI_T_source_get_info", &ADDRESSES[609]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_info(via_pmpi: bool, general: bool, source_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, ordering: *mut MPI_T_source_order, ticks_per_second: *mut MPI_Count, max_ticks: *mut MPI_Count, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_info, general, false) else { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_source_get_info, general, false) else { return general_MPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut MPI_T_source_order, *mut MPI_Count, *mut MPI_Count, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_info, std::ptr::null(), 0) } else { None };
@@ -23373,10 +23378,10 @@ pub unsafe extern "C" fn PMPI_T_source_get_info(source_index: c_int, name: *mut 
     counted_PMPI_T_source_get_info(source_index, name, name_len, desc, desc_len, ordering, ticks_per_second, max_ticks, info)
 }
 
-pub static NEXT_MPI_T_source_get_num: Next = Next::new(c"PMPI_T_source_get_num");
+pub const NEXT_MPI_T_source_get_num: Next = Next::new(c"PMPI_T_source_get_num", &ADDRESSES[610]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_num(via_pmpi: bool, general: bool, num_sources: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_num, general, false) else { return general_MPI_T_source_get_num(num_sources, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_source_get_num, general, false) else { return general_MPI_T_source_get_num(num_sources, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_sources) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_num, std::ptr::null(), 0) } else { None };
@@ -23410,10 +23415,10 @@ pub unsafe extern "C" fn PMPI_T_source_get_num(num_sources: *mut c_int) -> c_int
     counted_PMPI_T_source_get_num(num_sources)
 }
 
-pub static NEXT_MPI_T_source_get_timestamp: Next = Next::new(c"PMPI_T_source_get_timestamp");
+pub const NEXT_MPI_T_source_get_timestamp: Next = Next::new(c"PMPI_T_source_get_timestamp", &ADDRESSES[611]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_source_get_timestamp(via_pmpi: bool, general: bool, source_index: c_int, timestamp: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_source_get_timestamp, general, false) else { return general_MPI_T_source_get_timestamp(source_index, timestamp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_source_get_timestamp, general, false) else { return general_MPI_T_source_get_timestamp(source_index, timestamp, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source_index, timestamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_source_get_timestamp, std::ptr::null(), 0) } else { None };
@@ -24068,50 +24073,46 @@ pub fn prefetch_all() {
 /// does `MPI_Init` claim its thread for the counting copies, which then call a hot
 /// routine's real one unchecked ([`Next::claimed`]).
 pub fn hot_resolved() -> bool {
-    [
-        &NEXT_MPI_Get_count,
-        &NEXT_MPI_Iprobe,
-        &NEXT_MPI_Irecv,
-        &NEXT_MPI_Isend,
-        &NEXT_MPI_Probe,
-        &NEXT_MPI_Recv,
-        &NEXT_MPI_Send,
-        &NEXT_MPI_Sendrecv,
-        &NEXT_MPI_Ssend,
-        &NEXT_MPI_Start,
-        &NEXT_MPI_Startall,
-        &NEXT_MPI_Testall,
-        &NEXT_MPI_Testany,
-        &NEXT_MPI_Test,
-        &NEXT_MPI_Waitall,
-        &NEXT_MPI_Waitany,
-        &NEXT_MPI_Wait,
-        &NEXT_MPI_Allgather,
-        &NEXT_MPI_Allgatherv,
-        &NEXT_MPI_Allreduce,
-        &NEXT_MPI_Iallreduce,
-        &NEXT_MPI_Alltoall,
-        &NEXT_MPI_Ialltoall,
-        &NEXT_MPI_Alltoallv,
-        &NEXT_MPI_Barrier,
-        &NEXT_MPI_Ibarrier,
-        &NEXT_MPI_Bcast,
-        &NEXT_MPI_Ibcast,
-        &NEXT_MPI_Reduce,
-        &NEXT_MPI_Ireduce,
-        &NEXT_MPI_Scatter,
-        &NEXT_MPI_Get,
-        &NEXT_MPI_Put,
-        &NEXT_MPI_Win_fence,
-        &NEXT_MPI_Win_flush,
-        &NEXT_MPI_Win_lock,
-        &NEXT_MPI_Win_unlock,
-        &NEXT_MPI_Comm_rank,
-        &NEXT_MPI_Comm_size,
-        &NEXT_MPI_Init,
-        &NEXT_MPI_Init_thread,
-        &NEXT_MPI_Wtime,
-    ]
-    .iter()
-    .all(|next| next.resolved().is_some())
+    NEXT_MPI_Get_count.resolved().is_some()
+        && NEXT_MPI_Iprobe.resolved().is_some()
+        && NEXT_MPI_Irecv.resolved().is_some()
+        && NEXT_MPI_Isend.resolved().is_some()
+        && NEXT_MPI_Probe.resolved().is_some()
+        && NEXT_MPI_Recv.resolved().is_some()
+        && NEXT_MPI_Send.resolved().is_some()
+        && NEXT_MPI_Sendrecv.resolved().is_some()
+        && NEXT_MPI_Ssend.resolved().is_some()
+        && NEXT_MPI_Start.resolved().is_some()
+        && NEXT_MPI_Startall.resolved().is_some()
+        && NEXT_MPI_Testall.resolved().is_some()
+        && NEXT_MPI_Testany.resolved().is_some()
+        && NEXT_MPI_Test.resolved().is_some()
+        && NEXT_MPI_Waitall.resolved().is_some()
+        && NEXT_MPI_Waitany.resolved().is_some()
+        && NEXT_MPI_Wait.resolved().is_some()
+        && NEXT_MPI_Allgather.resolved().is_some()
+        && NEXT_MPI_Allgatherv.resolved().is_some()
+        && NEXT_MPI_Allreduce.resolved().is_some()
+        && NEXT_MPI_Iallreduce.resolved().is_some()
+        && NEXT_MPI_Alltoall.resolved().is_some()
+        && NEXT_MPI_Ialltoall.resolved().is_some()
+        && NEXT_MPI_Alltoallv.resolved().is_some()
+        && NEXT_MPI_Barrier.resolved().is_some()
+        && NEXT_MPI_Ibarrier.resolved().is_some()
+        && NEXT_MPI_Bcast.resolved().is_some()
+        && NEXT_MPI_Ibcast.resolved().is_some()
+        && NEXT_MPI_Reduce.resolved().is_some()
+        && NEXT_MPI_Ireduce.resolved().is_some()
+        && NEXT_MPI_Scatter.resolved().is_some()
+        && NEXT_MPI_Get.resolved().is_some()
+        && NEXT_MPI_Put.resolved().is_some()
+        && NEXT_MPI_Win_fence.resolved().is_some()
+        && NEXT_MPI_Win_flush.resolved().is_some()
+        && NEXT_MPI_Win_lock.resolved().is_some()
+        && NEXT_MPI_Win_unlock.resolved().is_some()
+        && NEXT_MPI_Comm_rank.resolved().is_some()
+        && NEXT_MPI_Comm_size.resolved().is_some()
+        && NEXT_MPI_Init.resolved().is_some()
+        && NEXT_MPI_Init_thread.resolved().is_some()
+        && NEXT_MPI_Wtime.resolved().is_some()
 }

@@ -19,10 +19,15 @@ use crate::traffic::{self, Traffic};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{transmute, MaybeUninit};
 
-pub static NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend");
+/// Every wrapper's real routine's address once looked up, in the order of the `NEXT_X`
+/// that name them ([`Next`]): all zero, in `.bss`.
+static ADDRESSES: [std::sync::atomic::AtomicPtr<std::ffi::c_void>; 382] =
+    [const { std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()) }; 382];
+
+pub const NEXT_MPI_Bsend: Next = Next::new(c"PMPI_Bsend", &ADDRESSES[0]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend, general, false) else { return general_MPI_Bsend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend, std::ptr::null(), 0) } else { None };
@@ -56,10 +61,10 @@ pub unsafe extern "C" fn PMPI_Bsend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Bsend(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init");
+pub const NEXT_MPI_Bsend_init: Next = Next::new(c"PMPI_Bsend_init", &ADDRESSES[1]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bsend_init, general, false) else { return general_MPI_Bsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bsend_init, std::ptr::null(), 0) } else { None };
@@ -93,10 +98,10 @@ pub unsafe extern "C" fn PMPI_Bsend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach");
+pub const NEXT_MPI_Buffer_attach: Next = Next::new(c"PMPI_Buffer_attach", &ADDRESSES[2]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_attach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_attach, general, false) else { return general_MPI_Buffer_attach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_attach, std::ptr::null(), 0) } else { None };
@@ -130,10 +135,10 @@ pub unsafe extern "C" fn PMPI_Buffer_attach(buffer: *mut c_void, size: c_int) ->
     counted_PMPI_Buffer_attach(buffer, size)
 }
 
-pub static NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach");
+pub const NEXT_MPI_Buffer_detach: Next = Next::new(c"PMPI_Buffer_detach", &ADDRESSES[3]);
 #[inline(always)]
 unsafe fn wrap_MPI_Buffer_detach(via_pmpi: bool, general: bool, buffer: *mut c_void, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Buffer_detach, general, false) else { return general_MPI_Buffer_detach(buffer, size, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Buffer_detach, std::ptr::null(), 0) } else { None };
@@ -167,10 +172,10 @@ pub unsafe extern "C" fn PMPI_Buffer_detach(buffer: *mut c_void, size: *mut c_in
     counted_PMPI_Buffer_detach(buffer, size)
 }
 
-pub static NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel");
+pub const NEXT_MPI_Cancel: Next = Next::new(c"PMPI_Cancel", &ADDRESSES[4]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cancel(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cancel, general, false) else { return general_MPI_Cancel(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cancel, std::ptr::null(), 0) } else { None };
@@ -204,10 +209,10 @@ pub unsafe extern "C" fn PMPI_Cancel(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Cancel(request)
 }
 
-pub static NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count");
+pub const NEXT_MPI_Get_count: Next = Next::new(c"PMPI_Get_count", &ADDRESSES[5]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_count(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_count, general, true) else { return general_MPI_Get_count(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_count, std::ptr::null(), 0) } else { None };
@@ -246,10 +251,10 @@ pub unsafe extern "C" fn PMPI_Get_count(status: *const MPI_Status, datatype: MPI
     counted_PMPI_Get_count(status, datatype, count)
 }
 
-pub static NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements");
+pub const NEXT_MPI_Get_elements: Next = Next::new(c"PMPI_Get_elements", &ADDRESSES[6]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_elements, general, false) else { return general_MPI_Get_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements, std::ptr::null(), 0) } else { None };
@@ -283,10 +288,10 @@ pub unsafe extern "C" fn PMPI_Get_elements(status: *const MPI_Status, datatype: 
     counted_PMPI_Get_elements(status, datatype, count)
 }
 
-pub static NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x");
+pub const NEXT_MPI_Get_elements_x: Next = Next::new(c"PMPI_Get_elements_x", &ADDRESSES[7]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_elements_x(via_pmpi: bool, general: bool, status: *const MPI_Status, datatype: MPI_Datatype, count: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_elements_x, general, false) else { return general_MPI_Get_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_elements_x, std::ptr::null(), 0) } else { None };
@@ -320,10 +325,10 @@ pub unsafe extern "C" fn PMPI_Get_elements_x(status: *const MPI_Status, datatype
     counted_PMPI_Get_elements_x(status, datatype, count)
 }
 
-pub static NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete");
+pub const NEXT_MPI_Grequest_complete: Next = Next::new(c"PMPI_Grequest_complete", &ADDRESSES[8]);
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_complete(via_pmpi: bool, general: bool, request: MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Grequest_complete, general, false) else { return general_MPI_Grequest_complete(request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_complete, std::ptr::null(), 0) } else { None };
@@ -357,10 +362,10 @@ pub unsafe extern "C" fn PMPI_Grequest_complete(request: MPI_Request) -> c_int {
     counted_PMPI_Grequest_complete(request)
 }
 
-pub static NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start");
+pub const NEXT_MPI_Grequest_start: Next = Next::new(c"PMPI_Grequest_start", &ADDRESSES[9]);
 #[inline(always)]
 unsafe fn wrap_MPI_Grequest_start(via_pmpi: bool, general: bool, query_fn: MPI_Grequest_query_function, free_fn: MPI_Grequest_free_function, cancel_fn: MPI_Grequest_cancel_function, extra_state: *mut c_void, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Grequest_start, general, false) else { return general_MPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Grequest_query_function, MPI_Grequest_free_function, MPI_Grequest_cancel_function, *mut c_void, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(query_fn, free_fn, cancel_fn, extra_state, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Grequest_start, std::ptr::null(), 0) } else { None };
@@ -394,10 +399,10 @@ pub unsafe extern "C" fn PMPI_Grequest_start(query_fn: MPI_Grequest_query_functi
     counted_PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request)
 }
 
-pub static NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend");
+pub const NEXT_MPI_Ibsend: Next = Next::new(c"PMPI_Ibsend", &ADDRESSES[10]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibsend, general, false) else { return general_MPI_Ibsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibsend, std::ptr::null(), 0) } else { None };
@@ -432,10 +437,10 @@ pub unsafe extern "C" fn PMPI_Ibsend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe");
+pub const NEXT_MPI_Improbe: Next = Next::new(c"PMPI_Improbe", &ADDRESSES[11]);
 #[inline(always)]
 unsafe fn wrap_MPI_Improbe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Improbe, general, false) else { return general_MPI_Improbe(source, tag, comm, flag, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Improbe, std::ptr::null(), 0) } else { None };
@@ -469,10 +474,10 @@ pub unsafe extern "C" fn PMPI_Improbe(source: c_int, tag: c_int, comm: MPI_Comm,
     counted_PMPI_Improbe(source, tag, comm, flag, message, status)
 }
 
-pub static NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv");
+pub const NEXT_MPI_Imrecv: Next = Next::new(c"PMPI_Imrecv", &ADDRESSES[12]);
 #[inline(always)]
 unsafe fn wrap_MPI_Imrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Imrecv, general, false) else { return general_MPI_Imrecv(buf, count, r#type, message, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Imrecv, std::ptr::null(), 0) } else { None };
@@ -506,10 +511,10 @@ pub unsafe extern "C" fn PMPI_Imrecv(buf: *mut c_void, count: c_int, r#type: MPI
     counted_PMPI_Imrecv(buf, count, r#type, message, request)
 }
 
-pub static NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe");
+pub const NEXT_MPI_Iprobe: Next = Next::new(c"PMPI_Iprobe", &ADDRESSES[13]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iprobe, general, true) else { return general_MPI_Iprobe(source, tag, comm, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iprobe, std::ptr::null(), 0) } else { None };
@@ -548,10 +553,10 @@ pub unsafe extern "C" fn PMPI_Iprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
     counted_PMPI_Iprobe(source, tag, comm, flag, status)
 }
 
-pub static NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv");
+pub const NEXT_MPI_Irecv: Next = Next::new(c"PMPI_Irecv", &ADDRESSES[14]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irecv, general, true) else { return general_MPI_Irecv(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irecv, std::ptr::null(), 0) } else { None };
@@ -610,10 +615,10 @@ pub unsafe extern "C" fn PMPI_Irecv(buf: *mut c_void, count: c_int, datatype: MP
     counted_PMPI_Irecv(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend");
+pub const NEXT_MPI_Irsend: Next = Next::new(c"PMPI_Irsend", &ADDRESSES[15]);
 #[inline(always)]
 unsafe fn wrap_MPI_Irsend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Irsend, general, false) else { return general_MPI_Irsend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Irsend, std::ptr::null(), 0) } else { None };
@@ -648,10 +653,10 @@ pub unsafe extern "C" fn PMPI_Irsend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Irsend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend");
+pub const NEXT_MPI_Isend: Next = Next::new(c"PMPI_Isend", &ADDRESSES[16]);
 #[inline(always)]
 unsafe fn wrap_MPI_Isend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Isend, general, true) else { return general_MPI_Isend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Isend, std::ptr::null(), 0) } else { None };
@@ -691,10 +696,10 @@ pub unsafe extern "C" fn PMPI_Isend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Isend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend");
+pub const NEXT_MPI_Issend: Next = Next::new(c"PMPI_Issend", &ADDRESSES[17]);
 #[inline(always)]
 unsafe fn wrap_MPI_Issend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Issend, general, false) else { return general_MPI_Issend(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Issend, std::ptr::null(), 0) } else { None };
@@ -729,10 +734,10 @@ pub unsafe extern "C" fn PMPI_Issend(buf: *const c_void, count: c_int, datatype:
     counted_PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe");
+pub const NEXT_MPI_Mprobe: Next = Next::new(c"PMPI_Mprobe", &ADDRESSES[18]);
 #[inline(always)]
 unsafe fn wrap_MPI_Mprobe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Mprobe, general, false) else { return general_MPI_Mprobe(source, tag, comm, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, message, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Mprobe, std::ptr::null(), 0) } else { None };
@@ -766,10 +771,10 @@ pub unsafe extern "C" fn PMPI_Mprobe(source: c_int, tag: c_int, comm: MPI_Comm, 
     counted_PMPI_Mprobe(source, tag, comm, message, status)
 }
 
-pub static NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv");
+pub const NEXT_MPI_Mrecv: Next = Next::new(c"PMPI_Mrecv", &ADDRESSES[19]);
 #[inline(always)]
 unsafe fn wrap_MPI_Mrecv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, r#type: MPI_Datatype, message: *mut MPI_Message, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Mrecv, general, false) else { return general_MPI_Mrecv(buf, count, r#type, message, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, *mut MPI_Message, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, r#type, message, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -805,10 +810,10 @@ pub unsafe extern "C" fn PMPI_Mrecv(buf: *mut c_void, count: c_int, r#type: MPI_
     counted_PMPI_Mrecv(buf, count, r#type, message, status)
 }
 
-pub static NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe");
+pub const NEXT_MPI_Probe: Next = Next::new(c"PMPI_Probe", &ADDRESSES[20]);
 #[inline(always)]
 unsafe fn wrap_MPI_Probe(via_pmpi: bool, general: bool, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Probe, general, true) else { return general_MPI_Probe(source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(source, tag, comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Probe, std::ptr::null(), 0) } else { None };
@@ -847,10 +852,10 @@ pub unsafe extern "C" fn PMPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, s
     counted_PMPI_Probe(source, tag, comm, status)
 }
 
-pub static NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init");
+pub const NEXT_MPI_Recv_init: Next = Next::new(c"PMPI_Recv_init", &ADDRESSES[21]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv_init(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv_init, general, false) else { return general_MPI_Recv_init(buf, count, datatype, source, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Recv_init, std::ptr::null(), 0) } else { None };
@@ -884,10 +889,10 @@ pub unsafe extern "C" fn PMPI_Recv_init(buf: *mut c_void, count: c_int, datatype
     counted_PMPI_Recv_init(buf, count, datatype, source, tag, comm, request)
 }
 
-pub static NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv");
+pub const NEXT_MPI_Recv: Next = Next::new(c"PMPI_Recv", &ADDRESSES[22]);
 #[inline(always)]
 unsafe fn wrap_MPI_Recv(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Recv, general, true) else { return general_MPI_Recv(buf, count, datatype, source, tag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, source, tag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -928,10 +933,10 @@ pub unsafe extern "C" fn PMPI_Recv(buf: *mut c_void, count: c_int, datatype: MPI
     counted_PMPI_Recv(buf, count, datatype, source, tag, comm, status)
 }
 
-pub static NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free");
+pub const NEXT_MPI_Request_free: Next = Next::new(c"PMPI_Request_free", &ADDRESSES[23]);
 #[inline(always)]
 unsafe fn wrap_MPI_Request_free(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Request_free, general, false) else { return general_MPI_Request_free(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let freeing = requests::freeing(request);
@@ -966,10 +971,10 @@ pub unsafe extern "C" fn PMPI_Request_free(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Request_free(request)
 }
 
-pub static NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status");
+pub const NEXT_MPI_Request_get_status: Next = Next::new(c"PMPI_Request_get_status", &ADDRESSES[24]);
 #[inline(always)]
 unsafe fn wrap_MPI_Request_get_status(via_pmpi: bool, general: bool, request: MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Request_get_status, general, false) else { return general_MPI_Request_get_status(request, flag, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Request_get_status, std::ptr::null(), 0) } else { None };
@@ -1003,10 +1008,10 @@ pub unsafe extern "C" fn PMPI_Request_get_status(request: MPI_Request, flag: *mu
     counted_PMPI_Request_get_status(request, flag, status)
 }
 
-pub static NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend");
+pub const NEXT_MPI_Rsend: Next = Next::new(c"PMPI_Rsend", &ADDRESSES[25]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend(via_pmpi: bool, general: bool, ibuf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend, general, false) else { return general_MPI_Rsend(ibuf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ibuf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend, std::ptr::null(), 0) } else { None };
@@ -1040,10 +1045,10 @@ pub unsafe extern "C" fn PMPI_Rsend(ibuf: *const c_void, count: c_int, datatype:
     counted_PMPI_Rsend(ibuf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init");
+pub const NEXT_MPI_Rsend_init: Next = Next::new(c"PMPI_Rsend_init", &ADDRESSES[26]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rsend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rsend_init, general, false) else { return general_MPI_Rsend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rsend_init, std::ptr::null(), 0) } else { None };
@@ -1077,10 +1082,10 @@ pub unsafe extern "C" fn PMPI_Rsend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init");
+pub const NEXT_MPI_Send_init: Next = Next::new(c"PMPI_Send_init", &ADDRESSES[27]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send_init, general, false) else { return general_MPI_Send_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send_init, std::ptr::null(), 0) } else { None };
@@ -1114,10 +1119,10 @@ pub unsafe extern "C" fn PMPI_Send_init(buf: *const c_void, count: c_int, dataty
     counted_PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Send: Next = Next::new(c"PMPI_Send");
+pub const NEXT_MPI_Send: Next = Next::new(c"PMPI_Send", &ADDRESSES[28]);
 #[inline(always)]
 unsafe fn wrap_MPI_Send(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Send, general, true) else { return general_MPI_Send(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Send, std::ptr::null(), 0) } else { None };
@@ -1178,10 +1183,10 @@ pub unsafe extern "C" fn PMPI_Send(buf: *const c_void, count: c_int, datatype: M
     counted_PMPI_Send(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv");
+pub const NEXT_MPI_Sendrecv: Next = Next::new(c"PMPI_Sendrecv", &ADDRESSES[29]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int, sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv, general, true) else { return general_MPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, *mut c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1222,10 +1227,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace");
+pub const NEXT_MPI_Sendrecv_replace: Next = Next::new(c"PMPI_Sendrecv_replace", &ADDRESSES[30]);
 #[inline(always)]
 unsafe fn wrap_MPI_Sendrecv_replace(via_pmpi: bool, general: bool, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, sendtag: c_int, source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Sendrecv_replace, general, false) else { return general_MPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, c_int, c_int, c_int, MPI_Comm, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, sendtag, source, recvtag, comm, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -1261,10 +1266,10 @@ pub unsafe extern "C" fn PMPI_Sendrecv_replace(buf: *mut c_void, count: c_int, d
     counted_PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source, recvtag, comm, status)
 }
 
-pub static NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init");
+pub const NEXT_MPI_Ssend_init: Next = Next::new(c"PMPI_Ssend_init", &ADDRESSES[31]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend_init(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend_init, general, false) else { return general_MPI_Ssend_init(buf, count, datatype, dest, tag, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend_init, std::ptr::null(), 0) } else { None };
@@ -1298,10 +1303,10 @@ pub unsafe extern "C" fn PMPI_Ssend_init(buf: *const c_void, count: c_int, datat
     counted_PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
 }
 
-pub static NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend");
+pub const NEXT_MPI_Ssend: Next = Next::new(c"PMPI_Ssend", &ADDRESSES[32]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ssend(via_pmpi: bool, general: bool, buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ssend, general, true) else { return general_MPI_Ssend(buf, count, datatype, dest, tag, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buf, count, datatype, dest, tag, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ssend, std::ptr::null(), 0) } else { None };
@@ -1362,10 +1367,10 @@ pub unsafe extern "C" fn PMPI_Ssend(buf: *const c_void, count: c_int, datatype: 
     counted_PMPI_Ssend(buf, count, datatype, dest, tag, comm)
 }
 
-pub static NEXT_MPI_Start: Next = Next::new(c"PMPI_Start");
+pub const NEXT_MPI_Start: Next = Next::new(c"PMPI_Start", &ADDRESSES[33]);
 #[inline(always)]
 unsafe fn wrap_MPI_Start(via_pmpi: bool, general: bool, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Start, general, true) else { return general_MPI_Start(request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Start, std::ptr::null(), 0) } else { None };
@@ -1404,10 +1409,10 @@ pub unsafe extern "C" fn PMPI_Start(request: *mut MPI_Request) -> c_int {
     counted_PMPI_Start(request)
 }
 
-pub static NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall");
+pub const NEXT_MPI_Startall: Next = Next::new(c"PMPI_Startall", &ADDRESSES[34]);
 #[inline(always)]
 unsafe fn wrap_MPI_Startall(via_pmpi: bool, general: bool, count: c_int, array_of_requests: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Startall, general, true) else { return general_MPI_Startall(count, array_of_requests, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Startall, std::ptr::null(), 0) } else { None };
@@ -1446,10 +1451,10 @@ pub unsafe extern "C" fn PMPI_Startall(count: c_int, array_of_requests: *mut MPI
     counted_PMPI_Startall(count, array_of_requests)
 }
 
-pub static NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled");
+pub const NEXT_MPI_Status_set_cancelled: Next = Next::new(c"PMPI_Status_set_cancelled", &ADDRESSES[35]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_cancelled(via_pmpi: bool, general: bool, status: *mut MPI_Status, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_cancelled, general, false) else { return general_MPI_Status_set_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_cancelled, std::ptr::null(), 0) } else { None };
@@ -1483,10 +1488,10 @@ pub unsafe extern "C" fn PMPI_Status_set_cancelled(status: *mut MPI_Status, flag
     counted_PMPI_Status_set_cancelled(status, flag)
 }
 
-pub static NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements");
+pub const NEXT_MPI_Status_set_elements: Next = Next::new(c"PMPI_Status_set_elements", &ADDRESSES[36]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_elements, general, false) else { return general_MPI_Status_set_elements(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements, std::ptr::null(), 0) } else { None };
@@ -1520,10 +1525,10 @@ pub unsafe extern "C" fn PMPI_Status_set_elements(status: *mut MPI_Status, datat
     counted_PMPI_Status_set_elements(status, datatype, count)
 }
 
-pub static NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x");
+pub const NEXT_MPI_Status_set_elements_x: Next = Next::new(c"PMPI_Status_set_elements_x", &ADDRESSES[37]);
 #[inline(always)]
 unsafe fn wrap_MPI_Status_set_elements_x(via_pmpi: bool, general: bool, status: *mut MPI_Status, datatype: MPI_Datatype, count: MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Status_set_elements_x, general, false) else { return general_MPI_Status_set_elements_x(status, datatype, count, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Status, MPI_Datatype, MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, datatype, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Status_set_elements_x, std::ptr::null(), 0) } else { None };
@@ -1557,10 +1562,10 @@ pub unsafe extern "C" fn PMPI_Status_set_elements_x(status: *mut MPI_Status, dat
     counted_PMPI_Status_set_elements_x(status, datatype, count)
 }
 
-pub static NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall");
+pub const NEXT_MPI_Testall: Next = Next::new(c"PMPI_Testall", &ADDRESSES[38]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, flag: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testall, general, true) else { return general_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testall(count, array_of_requests, flag, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, flag, array_of_statuses) };
@@ -1606,10 +1611,10 @@ pub unsafe extern "C" fn PMPI_Testall(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Testall(count, array_of_requests, flag, array_of_statuses)
 }
 
-pub static NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany");
+pub const NEXT_MPI_Testany: Next = Next::new(c"PMPI_Testany", &ADDRESSES[39]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testany, general, true) else { return general_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testany(count, array_of_requests, index, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, flag, status) };
@@ -1655,10 +1660,10 @@ pub unsafe extern "C" fn PMPI_Testany(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Testany(count, array_of_requests, index, flag, status)
 }
 
-pub static NEXT_MPI_Test: Next = Next::new(c"PMPI_Test");
+pub const NEXT_MPI_Test: Next = Next::new(c"PMPI_Test", &ADDRESSES[40]);
 #[inline(always)]
 unsafe fn wrap_MPI_Test(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, flag: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Test, general, true) else { return general_MPI_Test(request, flag, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Test(request, flag, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, flag, status) };
@@ -1739,10 +1744,10 @@ pub unsafe extern "C" fn PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, 
     counted_PMPI_Test(request, flag, status)
 }
 
-pub static NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled");
+pub const NEXT_MPI_Test_cancelled: Next = Next::new(c"PMPI_Test_cancelled", &ADDRESSES[41]);
 #[inline(always)]
 unsafe fn wrap_MPI_Test_cancelled(via_pmpi: bool, general: bool, status: *const MPI_Status, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Test_cancelled, general, false) else { return general_MPI_Test_cancelled(status, flag, via_pmpi) };
     let next: unsafe extern "C" fn(*const MPI_Status, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(status, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Test_cancelled, std::ptr::null(), 0) } else { None };
@@ -1776,10 +1781,10 @@ pub unsafe extern "C" fn PMPI_Test_cancelled(status: *const MPI_Status, flag: *m
     counted_PMPI_Test_cancelled(status, flag)
 }
 
-pub static NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome");
+pub const NEXT_MPI_Testsome: Next = Next::new(c"PMPI_Testsome", &ADDRESSES[42]);
 #[inline(always)]
 unsafe fn wrap_MPI_Testsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Testsome, general, false) else { return general_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -1819,10 +1824,10 @@ pub unsafe extern "C" fn PMPI_Testsome(incount: c_int, array_of_requests: *mut M
     counted_PMPI_Testsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
-pub static NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall");
+pub const NEXT_MPI_Waitall: Next = Next::new(c"PMPI_Waitall", &ADDRESSES[43]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitall(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitall, general, true) else { return general_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitall(count, array_of_requests, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, array_of_statuses) };
@@ -1868,10 +1873,10 @@ pub unsafe extern "C" fn PMPI_Waitall(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Waitall(count, array_of_requests, array_of_statuses)
 }
 
-pub static NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany");
+pub const NEXT_MPI_Waitany: Next = Next::new(c"PMPI_Waitany", &ADDRESSES[44]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitany(via_pmpi: bool, general: bool, watched: bool, count: c_int, array_of_requests: *mut MPI_Request, index: *mut c_int, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitany, general, true) else { return general_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitany(count, array_of_requests, index, status, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_requests, index, status) };
@@ -1917,10 +1922,10 @@ pub unsafe extern "C" fn PMPI_Waitany(count: c_int, array_of_requests: *mut MPI_
     counted_PMPI_Waitany(count, array_of_requests, index, status)
 }
 
-pub static NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait");
+pub const NEXT_MPI_Wait: Next = Next::new(c"PMPI_Wait", &ADDRESSES[45]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wait(via_pmpi: bool, general: bool, watched: bool, request: *mut MPI_Request, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wait, general, true) else { return general_MPI_Wait(request, status, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Wait(request, status, via_pmpi) }
     let next: unsafe extern "C" fn(*mut MPI_Request, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(request, status) };
@@ -2001,10 +2006,10 @@ pub unsafe extern "C" fn PMPI_Wait(request: *mut MPI_Request, status: *mut MPI_S
     counted_PMPI_Wait(request, status)
 }
 
-pub static NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome");
+pub const NEXT_MPI_Waitsome: Next = Next::new(c"PMPI_Waitsome", &ADDRESSES[46]);
 #[inline(always)]
 unsafe fn wrap_MPI_Waitsome(via_pmpi: bool, general: bool, watched: bool, incount: c_int, array_of_requests: *mut MPI_Request, outcount: *mut c_int, array_of_indices: *mut c_int, array_of_statuses: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Waitsome, general, false) else { return general_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) };
     if !general && !watched && requests::live() { return watched_MPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses, via_pmpi) }
     let next: unsafe extern "C" fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, array_of_requests, outcount, array_of_indices, array_of_statuses) };
@@ -2044,10 +2049,10 @@ pub unsafe extern "C" fn PMPI_Waitsome(incount: c_int, array_of_requests: *mut M
     counted_PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses)
 }
 
-pub static NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather");
+pub const NEXT_MPI_Allgather: Next = Next::new(c"PMPI_Allgather", &ADDRESSES[47]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgather, general, true) else { return general_MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgather, std::ptr::null(), 0) } else { None };
@@ -2106,10 +2111,10 @@ pub unsafe extern "C" fn PMPI_Allgather(sendbuf: *const c_void, sendcount: c_int
     counted_PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather");
+pub const NEXT_MPI_Iallgather: Next = Next::new(c"PMPI_Iallgather", &ADDRESSES[48]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgather, general, false) else { return general_MPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgather, std::ptr::null(), 0) } else { None };
@@ -2143,10 +2148,10 @@ pub unsafe extern "C" fn PMPI_Iallgather(sendbuf: *const c_void, sendcount: c_in
     counted_PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv");
+pub const NEXT_MPI_Allgatherv: Next = Next::new(c"PMPI_Allgatherv", &ADDRESSES[49]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allgatherv, general, true) else { return general_MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allgatherv, std::ptr::null(), 0) } else { None };
@@ -2185,10 +2190,10 @@ pub unsafe extern "C" fn PMPI_Allgatherv(sendbuf: *const c_void, sendcount: c_in
     counted_PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv");
+pub const NEXT_MPI_Iallgatherv: Next = Next::new(c"PMPI_Iallgatherv", &ADDRESSES[50]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallgatherv, general, false) else { return general_MPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallgatherv, std::ptr::null(), 0) } else { None };
@@ -2222,10 +2227,10 @@ pub unsafe extern "C" fn PMPI_Iallgatherv(sendbuf: *const c_void, sendcount: c_i
     counted_PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce");
+pub const NEXT_MPI_Allreduce: Next = Next::new(c"PMPI_Allreduce", &ADDRESSES[51]);
 #[inline(always)]
 unsafe fn wrap_MPI_Allreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Allreduce, general, true) else { return general_MPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Allreduce, std::ptr::null(), 0) } else { None };
@@ -2306,10 +2311,10 @@ pub unsafe extern "C" fn PMPI_Allreduce(sendbuf: *const c_void, recvbuf: *mut c_
     counted_PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce");
+pub const NEXT_MPI_Iallreduce: Next = Next::new(c"PMPI_Iallreduce", &ADDRESSES[52]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iallreduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iallreduce, general, true) else { return general_MPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iallreduce, std::ptr::null(), 0) } else { None };
@@ -2390,10 +2395,10 @@ pub unsafe extern "C" fn PMPI_Iallreduce(sendbuf: *const c_void, recvbuf: *mut c
     counted_PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall");
+pub const NEXT_MPI_Alltoall: Next = Next::new(c"PMPI_Alltoall", &ADDRESSES[53]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoall, general, true) else { return general_MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoall, std::ptr::null(), 0) } else { None };
@@ -2452,10 +2457,10 @@ pub unsafe extern "C" fn PMPI_Alltoall(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall");
+pub const NEXT_MPI_Ialltoall: Next = Next::new(c"PMPI_Ialltoall", &ADDRESSES[54]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoall, general, true) else { return general_MPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoall, std::ptr::null(), 0) } else { None };
@@ -2514,10 +2519,10 @@ pub unsafe extern "C" fn PMPI_Ialltoall(sendbuf: *const c_void, sendcount: c_int
     counted_PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv");
+pub const NEXT_MPI_Alltoallv: Next = Next::new(c"PMPI_Alltoallv", &ADDRESSES[55]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallv, general, true) else { return general_MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallv, std::ptr::null(), 0) } else { None };
@@ -2556,10 +2561,10 @@ pub unsafe extern "C" fn PMPI_Alltoallv(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv");
+pub const NEXT_MPI_Ialltoallv: Next = Next::new(c"PMPI_Ialltoallv", &ADDRESSES[56]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallv, general, false) else { return general_MPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallv, std::ptr::null(), 0) } else { None };
@@ -2593,10 +2598,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallv(sendbuf: *const c_void, sendcounts: *co
     counted_PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw");
+pub const NEXT_MPI_Alltoallw: Next = Next::new(c"PMPI_Alltoallw", &ADDRESSES[57]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alltoallw, general, false) else { return general_MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alltoallw, std::ptr::null(), 0) } else { None };
@@ -2630,10 +2635,10 @@ pub unsafe extern "C" fn PMPI_Alltoallw(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw");
+pub const NEXT_MPI_Ialltoallw: Next = Next::new(c"PMPI_Ialltoallw", &ADDRESSES[58]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ialltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ialltoallw, general, false) else { return general_MPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const MPI_Datatype, *mut c_void, *const c_int, *const c_int, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ialltoallw, std::ptr::null(), 0) } else { None };
@@ -2667,10 +2672,10 @@ pub unsafe extern "C" fn PMPI_Ialltoallw(sendbuf: *const c_void, sendcounts: *co
     counted_PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier");
+pub const NEXT_MPI_Barrier: Next = Next::new(c"PMPI_Barrier", &ADDRESSES[59]);
 #[inline(always)]
 unsafe fn wrap_MPI_Barrier(via_pmpi: bool, general: bool, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Barrier, general, true) else { return general_MPI_Barrier(comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Barrier, std::ptr::null(), 0) } else { None };
@@ -2724,10 +2729,10 @@ pub unsafe extern "C" fn PMPI_Barrier(comm: MPI_Comm) -> c_int {
     counted_PMPI_Barrier(comm)
 }
 
-pub static NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier");
+pub const NEXT_MPI_Ibarrier: Next = Next::new(c"PMPI_Ibarrier", &ADDRESSES[60]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibarrier(via_pmpi: bool, general: bool, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibarrier, general, true) else { return general_MPI_Ibarrier(comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibarrier, std::ptr::null(), 0) } else { None };
@@ -2766,10 +2771,10 @@ pub unsafe extern "C" fn PMPI_Ibarrier(comm: MPI_Comm, request: *mut MPI_Request
     counted_PMPI_Ibarrier(comm, request)
 }
 
-pub static NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast");
+pub const NEXT_MPI_Bcast: Next = Next::new(c"PMPI_Bcast", &ADDRESSES[61]);
 #[inline(always)]
 unsafe fn wrap_MPI_Bcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Bcast, general, true) else { return general_MPI_Bcast(buffer, count, datatype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Bcast, std::ptr::null(), 0) } else { None };
@@ -2825,10 +2830,10 @@ pub unsafe extern "C" fn PMPI_Bcast(buffer: *mut c_void, count: c_int, datatype:
     counted_PMPI_Bcast(buffer, count, datatype, root, comm)
 }
 
-pub static NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast");
+pub const NEXT_MPI_Ibcast: Next = Next::new(c"PMPI_Ibcast", &ADDRESSES[62]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ibcast(via_pmpi: bool, general: bool, buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ibcast, general, true) else { return general_MPI_Ibcast(buffer, count, datatype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(buffer, count, datatype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ibcast, std::ptr::null(), 0) } else { None };
@@ -2889,10 +2894,10 @@ pub unsafe extern "C" fn PMPI_Ibcast(buffer: *mut c_void, count: c_int, datatype
     counted_PMPI_Ibcast(buffer, count, datatype, root, comm, request)
 }
 
-pub static NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan");
+pub const NEXT_MPI_Exscan: Next = Next::new(c"PMPI_Exscan", &ADDRESSES[63]);
 #[inline(always)]
 unsafe fn wrap_MPI_Exscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Exscan, general, false) else { return general_MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Exscan, std::ptr::null(), 0) } else { None };
@@ -2926,10 +2931,10 @@ pub unsafe extern "C" fn PMPI_Exscan(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan");
+pub const NEXT_MPI_Iexscan: Next = Next::new(c"PMPI_Iexscan", &ADDRESSES[64]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iexscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iexscan, general, false) else { return general_MPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iexscan, std::ptr::null(), 0) } else { None };
@@ -2963,10 +2968,10 @@ pub unsafe extern "C" fn PMPI_Iexscan(sendbuf: *const c_void, recvbuf: *mut c_vo
     counted_PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather");
+pub const NEXT_MPI_Gather: Next = Next::new(c"PMPI_Gather", &ADDRESSES[65]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gather, general, false) else { return general_MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gather, std::ptr::null(), 0) } else { None };
@@ -3000,10 +3005,10 @@ pub unsafe extern "C" fn PMPI_Gather(sendbuf: *const c_void, sendcount: c_int, s
     counted_PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather");
+pub const NEXT_MPI_Igather: Next = Next::new(c"PMPI_Igather", &ADDRESSES[66]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igather, general, false) else { return general_MPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igather, std::ptr::null(), 0) } else { None };
@@ -3037,10 +3042,10 @@ pub unsafe extern "C" fn PMPI_Igather(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv");
+pub const NEXT_MPI_Gatherv: Next = Next::new(c"PMPI_Gatherv", &ADDRESSES[67]);
 #[inline(always)]
 unsafe fn wrap_MPI_Gatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Gatherv, general, false) else { return general_MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Gatherv, std::ptr::null(), 0) } else { None };
@@ -3074,10 +3079,10 @@ pub unsafe extern "C" fn PMPI_Gatherv(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv");
+pub const NEXT_MPI_Igatherv: Next = Next::new(c"PMPI_Igatherv", &ADDRESSES[68]);
 #[inline(always)]
 unsafe fn wrap_MPI_Igatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Igatherv, general, false) else { return general_MPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Igatherv, std::ptr::null(), 0) } else { None };
@@ -3111,10 +3116,10 @@ pub unsafe extern "C" fn PMPI_Igatherv(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather");
+pub const NEXT_MPI_Neighbor_allgather: Next = Next::new(c"PMPI_Neighbor_allgather", &ADDRESSES[69]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgather, general, false) else { return general_MPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -3148,10 +3153,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgather(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather");
+pub const NEXT_MPI_Ineighbor_allgather: Next = Next::new(c"PMPI_Ineighbor_allgather", &ADDRESSES[70]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgather(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgather, general, false) else { return general_MPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgather, std::ptr::null(), 0) } else { None };
@@ -3185,10 +3190,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgather(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv");
+pub const NEXT_MPI_Neighbor_allgatherv: Next = Next::new(c"PMPI_Neighbor_allgatherv", &ADDRESSES[71]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_allgatherv, general, false) else { return general_MPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -3222,10 +3227,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_allgatherv(sendbuf: *const c_void, sendco
     counted_PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv");
+pub const NEXT_MPI_Ineighbor_allgatherv: Next = Next::new(c"PMPI_Ineighbor_allgatherv", &ADDRESSES[72]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_allgatherv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_allgatherv, general, false) else { return general_MPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_allgatherv, std::ptr::null(), 0) } else { None };
@@ -3259,10 +3264,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_allgatherv(sendbuf: *const c_void, sendc
     counted_PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall");
+pub const NEXT_MPI_Neighbor_alltoall: Next = Next::new(c"PMPI_Neighbor_alltoall", &ADDRESSES[73]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoall, general, false) else { return general_MPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -3296,10 +3301,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoall(sendbuf: *const c_void, sendcoun
     counted_PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall");
+pub const NEXT_MPI_Ineighbor_alltoall: Next = Next::new(c"PMPI_Ineighbor_alltoall", &ADDRESSES[74]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoall(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoall, general, false) else { return general_MPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoall, std::ptr::null(), 0) } else { None };
@@ -3333,10 +3338,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoall(sendbuf: *const c_void, sendcou
     counted_PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv");
+pub const NEXT_MPI_Neighbor_alltoallv: Next = Next::new(c"PMPI_Neighbor_alltoallv", &ADDRESSES[75]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallv, general, false) else { return general_MPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -3370,10 +3375,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallv(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv");
+pub const NEXT_MPI_Ineighbor_alltoallv: Next = Next::new(c"PMPI_Ineighbor_alltoallv", &ADDRESSES[76]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallv, general, false) else { return general_MPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallv, std::ptr::null(), 0) } else { None };
@@ -3407,10 +3412,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallv(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request)
 }
 
-pub static NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw");
+pub const NEXT_MPI_Neighbor_alltoallw: Next = Next::new(c"PMPI_Neighbor_alltoallw", &ADDRESSES[77]);
 #[inline(always)]
 unsafe fn wrap_MPI_Neighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Neighbor_alltoallw, general, false) else { return general_MPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Neighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -3444,10 +3449,10 @@ pub unsafe extern "C" fn PMPI_Neighbor_alltoallw(sendbuf: *const c_void, sendcou
     counted_PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm)
 }
 
-pub static NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw");
+pub const NEXT_MPI_Ineighbor_alltoallw: Next = Next::new(c"PMPI_Ineighbor_alltoallw", &ADDRESSES[78]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ineighbor_alltoallw(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const MPI_Aint, sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ineighbor_alltoallw, general, false) else { return general_MPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut c_void, *const c_int, *const MPI_Aint, *const MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ineighbor_alltoallw, std::ptr::null(), 0) } else { None };
@@ -3481,10 +3486,10 @@ pub unsafe extern "C" fn PMPI_Ineighbor_alltoallw(sendbuf: *const c_void, sendco
     counted_PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm, request)
 }
 
-pub static NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce");
+pub const NEXT_MPI_Reduce: Next = Next::new(c"PMPI_Reduce", &ADDRESSES[79]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce, general, true) else { return general_MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce, std::ptr::null(), 0) } else { None };
@@ -3565,10 +3570,10 @@ pub unsafe extern "C" fn PMPI_Reduce(sendbuf: *const c_void, recvbuf: *mut c_voi
     counted_PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm)
 }
 
-pub static NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce");
+pub const NEXT_MPI_Ireduce: Next = Next::new(c"PMPI_Ireduce", &ADDRESSES[80]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce, general, true) else { return general_MPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce, std::ptr::null(), 0) } else { None };
@@ -3649,10 +3654,10 @@ pub unsafe extern "C" fn PMPI_Ireduce(sendbuf: *const c_void, recvbuf: *mut c_vo
     counted_PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request)
 }
 
-pub static NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local");
+pub const NEXT_MPI_Reduce_local: Next = Next::new(c"PMPI_Reduce_local", &ADDRESSES[81]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_local(via_pmpi: bool, general: bool, inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_local, general, false) else { return general_MPI_Reduce_local(inbuf, inoutbuf, count, datatype, op, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, inoutbuf, count, datatype, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_local, std::ptr::null(), 0) } else { None };
@@ -3686,10 +3691,10 @@ pub unsafe extern "C" fn PMPI_Reduce_local(inbuf: *const c_void, inoutbuf: *mut 
     counted_PMPI_Reduce_local(inbuf, inoutbuf, count, datatype, op)
 }
 
-pub static NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter");
+pub const NEXT_MPI_Reduce_scatter: Next = Next::new(c"PMPI_Reduce_scatter", &ADDRESSES[82]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter, general, false) else { return general_MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter, std::ptr::null(), 0) } else { None };
@@ -3723,10 +3728,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter(sendbuf: *const c_void, recvbuf: *m
     counted_PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter");
+pub const NEXT_MPI_Ireduce_scatter: Next = Next::new(c"PMPI_Ireduce_scatter", &ADDRESSES[83]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter, general, false) else { return general_MPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcounts, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter, std::ptr::null(), 0) } else { None };
@@ -3760,10 +3765,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter(sendbuf: *const c_void, recvbuf: *
     counted_PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block");
+pub const NEXT_MPI_Reduce_scatter_block: Next = Next::new(c"PMPI_Reduce_scatter_block", &ADDRESSES[84]);
 #[inline(always)]
 unsafe fn wrap_MPI_Reduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Reduce_scatter_block, general, false) else { return general_MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Reduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -3797,10 +3802,10 @@ pub unsafe extern "C" fn PMPI_Reduce_scatter_block(sendbuf: *const c_void, recvb
     counted_PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block");
+pub const NEXT_MPI_Ireduce_scatter_block: Next = Next::new(c"PMPI_Ireduce_scatter_block", &ADDRESSES[85]);
 #[inline(always)]
 unsafe fn wrap_MPI_Ireduce_scatter_block(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Ireduce_scatter_block, general, false) else { return general_MPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, recvcount, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Ireduce_scatter_block, std::ptr::null(), 0) } else { None };
@@ -3834,10 +3839,10 @@ pub unsafe extern "C" fn PMPI_Ireduce_scatter_block(sendbuf: *const c_void, recv
     counted_PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan");
+pub const NEXT_MPI_Scan: Next = Next::new(c"PMPI_Scan", &ADDRESSES[86]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scan, general, false) else { return general_MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scan, std::ptr::null(), 0) } else { None };
@@ -3871,10 +3876,10 @@ pub unsafe extern "C" fn PMPI_Scan(sendbuf: *const c_void, recvbuf: *mut c_void,
     counted_PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm)
 }
 
-pub static NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan");
+pub const NEXT_MPI_Iscan: Next = Next::new(c"PMPI_Iscan", &ADDRESSES[87]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscan(via_pmpi: bool, general: bool, sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscan, general, false) else { return general_MPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, c_int, MPI_Datatype, MPI_Op, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, recvbuf, count, datatype, op, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscan, std::ptr::null(), 0) } else { None };
@@ -3908,10 +3913,10 @@ pub unsafe extern "C" fn PMPI_Iscan(sendbuf: *const c_void, recvbuf: *mut c_void
     counted_PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request)
 }
 
-pub static NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter");
+pub const NEXT_MPI_Scatter: Next = Next::new(c"PMPI_Scatter", &ADDRESSES[88]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatter, general, true) else { return general_MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatter, std::ptr::null(), 0) } else { None };
@@ -3970,10 +3975,10 @@ pub unsafe extern "C" fn PMPI_Scatter(sendbuf: *const c_void, sendcount: c_int, 
     counted_PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter");
+pub const NEXT_MPI_Iscatter: Next = Next::new(c"PMPI_Iscatter", &ADDRESSES[89]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatter(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatter, general, false) else { return general_MPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatter, std::ptr::null(), 0) } else { None };
@@ -4007,10 +4012,10 @@ pub unsafe extern "C" fn PMPI_Iscatter(sendbuf: *const c_void, sendcount: c_int,
     counted_PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv");
+pub const NEXT_MPI_Scatterv: Next = Next::new(c"PMPI_Scatterv", &ADDRESSES[90]);
 #[inline(always)]
 unsafe fn wrap_MPI_Scatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Scatterv, general, false) else { return general_MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Scatterv, std::ptr::null(), 0) } else { None };
@@ -4044,10 +4049,10 @@ pub unsafe extern "C" fn PMPI_Scatterv(sendbuf: *const c_void, sendcounts: *cons
     counted_PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm)
 }
 
-pub static NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv");
+pub const NEXT_MPI_Iscatterv: Next = Next::new(c"PMPI_Iscatterv", &ADDRESSES[91]);
 #[inline(always)]
 unsafe fn wrap_MPI_Iscatterv(via_pmpi: bool, general: bool, sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Iscatterv, general, false) else { return general_MPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Iscatterv, std::ptr::null(), 0) } else { None };
@@ -4081,10 +4086,10 @@ pub unsafe extern "C" fn PMPI_Iscatterv(sendbuf: *const c_void, sendcounts: *con
     counted_PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request)
 }
 
-pub static NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate");
+pub const NEXT_MPI_Accumulate: Next = Next::new(c"PMPI_Accumulate", &ADDRESSES[92]);
 #[inline(always)]
 unsafe fn wrap_MPI_Accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Accumulate, general, false) else { return general_MPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Accumulate, std::ptr::null(), 0) } else { None };
@@ -4118,10 +4123,10 @@ pub unsafe extern "C" fn PMPI_Accumulate(origin_addr: *const c_void, origin_coun
     counted_PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap");
+pub const NEXT_MPI_Compare_and_swap: Next = Next::new(c"PMPI_Compare_and_swap", &ADDRESSES[93]);
 #[inline(always)]
 unsafe fn wrap_MPI_Compare_and_swap(via_pmpi: bool, general: bool, origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Compare_and_swap, general, false) else { return general_MPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Compare_and_swap, std::ptr::null(), 0) } else { None };
@@ -4155,10 +4160,10 @@ pub unsafe extern "C" fn PMPI_Compare_and_swap(origin_addr: *const c_void, compa
     counted_PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win)
 }
 
-pub static NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op");
+pub const NEXT_MPI_Fetch_and_op: Next = Next::new(c"PMPI_Fetch_and_op", &ADDRESSES[94]);
 #[inline(always)]
 unsafe fn wrap_MPI_Fetch_and_op(via_pmpi: bool, general: bool, origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Fetch_and_op, general, false) else { return general_MPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut c_void, MPI_Datatype, c_int, MPI_Aint, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, result_addr, datatype, target_rank, target_disp, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Fetch_and_op, std::ptr::null(), 0) } else { None };
@@ -4192,10 +4197,10 @@ pub unsafe extern "C" fn PMPI_Fetch_and_op(origin_addr: *const c_void, result_ad
     counted_PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp, op, win)
 }
 
-pub static NEXT_MPI_Get: Next = Next::new(c"PMPI_Get");
+pub const NEXT_MPI_Get: Next = Next::new(c"PMPI_Get", &ADDRESSES[95]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get, general, true) else { return general_MPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get, std::ptr::null(), 0) } else { None };
@@ -4234,10 +4239,10 @@ pub unsafe extern "C" fn PMPI_Get(origin_addr: *mut c_void, origin_count: c_int,
     counted_PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate");
+pub const NEXT_MPI_Get_accumulate: Next = Next::new(c"PMPI_Get_accumulate", &ADDRESSES[96]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_accumulate, general, false) else { return general_MPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_accumulate, std::ptr::null(), 0) } else { None };
@@ -4271,10 +4276,10 @@ pub unsafe extern "C" fn PMPI_Get_accumulate(origin_addr: *const c_void, origin_
     counted_PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win)
 }
 
-pub static NEXT_MPI_Put: Next = Next::new(c"PMPI_Put");
+pub const NEXT_MPI_Put: Next = Next::new(c"PMPI_Put", &ADDRESSES[97]);
 #[inline(always)]
 unsafe fn wrap_MPI_Put(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Put, general, true) else { return general_MPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Put, std::ptr::null(), 0) } else { None };
@@ -4313,10 +4318,10 @@ pub unsafe extern "C" fn PMPI_Put(origin_addr: *const c_void, origin_count: c_in
     counted_PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win)
 }
 
-pub static NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate");
+pub const NEXT_MPI_Raccumulate: Next = Next::new(c"PMPI_Raccumulate", &ADDRESSES[98]);
 #[inline(always)]
 unsafe fn wrap_MPI_Raccumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Raccumulate, general, false) else { return general_MPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Raccumulate, std::ptr::null(), 0) } else { None };
@@ -4350,10 +4355,10 @@ pub unsafe extern "C" fn PMPI_Raccumulate(origin_addr: *const c_void, origin_cou
     counted_PMPI_Raccumulate(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget");
+pub const NEXT_MPI_Rget: Next = Next::new(c"PMPI_Rget", &ADDRESSES[99]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget(via_pmpi: bool, general: bool, origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget, general, false) else { return general_MPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget, std::ptr::null(), 0) } else { None };
@@ -4387,10 +4392,10 @@ pub unsafe extern "C" fn PMPI_Rget(origin_addr: *mut c_void, origin_count: c_int
     counted_PMPI_Rget(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_count, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate");
+pub const NEXT_MPI_Rget_accumulate: Next = Next::new(c"PMPI_Rget_accumulate", &ADDRESSES[100]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rget_accumulate(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_count: c_int, target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rget_accumulate, general, false) else { return general_MPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Op, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rget_accumulate, std::ptr::null(), 0) } else { None };
@@ -4424,10 +4429,10 @@ pub unsafe extern "C" fn PMPI_Rget_accumulate(origin_addr: *const c_void, origin
     counted_PMPI_Rget_accumulate(origin_addr, origin_count, origin_datatype, result_addr, result_count, result_datatype, target_rank, target_disp, target_count, target_datatype, op, win, request)
 }
 
-pub static NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput");
+pub const NEXT_MPI_Rput: Next = Next::new(c"PMPI_Rput", &ADDRESSES[101]);
 #[inline(always)]
 unsafe fn wrap_MPI_Rput(via_pmpi: bool, general: bool, origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, target_cout: c_int, target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Rput, general, false) else { return general_MPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, c_int, MPI_Aint, c_int, MPI_Datatype, MPI_Win, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Rput, std::ptr::null(), 0) } else { None };
@@ -4461,10 +4466,10 @@ pub unsafe extern "C" fn PMPI_Rput(origin_addr: *const c_void, origin_count: c_i
     counted_PMPI_Rput(origin_addr, origin_count, origin_datatype, target_rank, target_disp, target_cout, target_datatype, win, request)
 }
 
-pub static NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate");
+pub const NEXT_MPI_Win_allocate: Next = Next::new(c"PMPI_Win_allocate", &ADDRESSES[102]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate, general, false) else { return general_MPI_Win_allocate(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate, std::ptr::null(), 0) } else { None };
@@ -4498,10 +4503,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate(size: MPI_Aint, disp_unit: c_int, inf
     counted_PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared");
+pub const NEXT_MPI_Win_allocate_shared: Next = Next::new(c"PMPI_Win_allocate_shared", &ADDRESSES[103]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_allocate_shared(via_pmpi: bool, general: bool, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_allocate_shared, general, false) else { return general_MPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut c_void, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, disp_unit, info, comm, baseptr, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_allocate_shared, std::ptr::null(), 0) } else { None };
@@ -4535,10 +4540,10 @@ pub unsafe extern "C" fn PMPI_Win_allocate_shared(size: MPI_Aint, disp_unit: c_i
     counted_PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win)
 }
 
-pub static NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach");
+pub const NEXT_MPI_Win_attach: Next = Next::new(c"PMPI_Win_attach", &ADDRESSES[104]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_attach(via_pmpi: bool, general: bool, win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_attach, general, false) else { return general_MPI_Win_attach(win, base, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_void, MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_attach, std::ptr::null(), 0) } else { None };
@@ -4572,10 +4577,10 @@ pub unsafe extern "C" fn PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: 
     counted_PMPI_Win_attach(win, base, size)
 }
 
-pub static NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler");
+pub const NEXT_MPI_Win_call_errhandler: Next = Next::new(c"PMPI_Win_call_errhandler", &ADDRESSES[105]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_call_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_call_errhandler, general, false) else { return general_MPI_Win_call_errhandler(win, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -4609,10 +4614,10 @@ pub unsafe extern "C" fn PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int
     counted_PMPI_Win_call_errhandler(win, errorcode)
 }
 
-pub static NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete");
+pub const NEXT_MPI_Win_complete: Next = Next::new(c"PMPI_Win_complete", &ADDRESSES[106]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_complete(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_complete, general, false) else { return general_MPI_Win_complete(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_complete, std::ptr::null(), 0) } else { None };
@@ -4646,10 +4651,10 @@ pub unsafe extern "C" fn PMPI_Win_complete(win: MPI_Win) -> c_int {
     counted_PMPI_Win_complete(win)
 }
 
-pub static NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create");
+pub const NEXT_MPI_Win_create: Next = Next::new(c"PMPI_Win_create", &ADDRESSES[107]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create(via_pmpi: bool, general: bool, base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create, general, false) else { return general_MPI_Win_create(base, size, disp_unit, info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void, MPI_Aint, c_int, MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base, size, disp_unit, info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create, std::ptr::null(), 0) } else { None };
@@ -4683,10 +4688,10 @@ pub unsafe extern "C" fn PMPI_Win_create(base: *mut c_void, size: MPI_Aint, disp
     counted_PMPI_Win_create(base, size, disp_unit, info, comm, win)
 }
 
-pub static NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic");
+pub const NEXT_MPI_Win_create_dynamic: Next = Next::new(c"PMPI_Win_create_dynamic", &ADDRESSES[108]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_dynamic(via_pmpi: bool, general: bool, info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_dynamic, general, false) else { return general_MPI_Win_create_dynamic(info, comm, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, MPI_Comm, *mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, comm, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_dynamic, std::ptr::null(), 0) } else { None };
@@ -4720,10 +4725,10 @@ pub unsafe extern "C" fn PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm,
     counted_PMPI_Win_create_dynamic(info, comm, win)
 }
 
-pub static NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler");
+pub const NEXT_MPI_Win_create_errhandler: Next = Next::new(c"PMPI_Win_create_errhandler", &ADDRESSES[109]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Win_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_errhandler, general, false) else { return general_MPI_Win_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -4757,10 +4762,10 @@ pub unsafe extern "C" fn PMPI_Win_create_errhandler(function: MPI_Win_errhandler
     counted_PMPI_Win_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval");
+pub const NEXT_MPI_Win_create_keyval: Next = Next::new(c"PMPI_Win_create_keyval", &ADDRESSES[110]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_create_keyval(via_pmpi: bool, general: bool, win_copy_attr_fn: MPI_Win_copy_attr_function, win_delete_attr_fn: MPI_Win_delete_attr_function, win_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_create_keyval, general, false) else { return general_MPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win_copy_attr_function, MPI_Win_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_create_keyval, std::ptr::null(), 0) } else { None };
@@ -4794,10 +4799,10 @@ pub unsafe extern "C" fn PMPI_Win_create_keyval(win_copy_attr_fn: MPI_Win_copy_a
     counted_PMPI_Win_create_keyval(win_copy_attr_fn, win_delete_attr_fn, win_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr");
+pub const NEXT_MPI_Win_delete_attr: Next = Next::new(c"PMPI_Win_delete_attr", &ADDRESSES[111]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_delete_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_delete_attr, general, false) else { return general_MPI_Win_delete_attr(win, win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_delete_attr, std::ptr::null(), 0) } else { None };
@@ -4831,10 +4836,10 @@ pub unsafe extern "C" fn PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int) -
     counted_PMPI_Win_delete_attr(win, win_keyval)
 }
 
-pub static NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach");
+pub const NEXT_MPI_Win_detach: Next = Next::new(c"PMPI_Win_detach", &ADDRESSES[112]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_detach(via_pmpi: bool, general: bool, win: MPI_Win, base: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_detach, general, false) else { return general_MPI_Win_detach(win, base, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_detach, std::ptr::null(), 0) } else { None };
@@ -4868,10 +4873,10 @@ pub unsafe extern "C" fn PMPI_Win_detach(win: MPI_Win, base: *const c_void) -> c
     counted_PMPI_Win_detach(win, base)
 }
 
-pub static NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence");
+pub const NEXT_MPI_Win_fence: Next = Next::new(c"PMPI_Win_fence", &ADDRESSES[113]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_fence(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_fence, general, true) else { return general_MPI_Win_fence(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_fence, std::ptr::null(), 0) } else { None };
@@ -4910,10 +4915,10 @@ pub unsafe extern "C" fn PMPI_Win_fence(assert: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_fence(assert, win)
 }
 
-pub static NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush");
+pub const NEXT_MPI_Win_flush: Next = Next::new(c"PMPI_Win_flush", &ADDRESSES[114]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush, general, true) else { return general_MPI_Win_flush(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush, std::ptr::null(), 0) } else { None };
@@ -4952,10 +4957,10 @@ pub unsafe extern "C" fn PMPI_Win_flush(rank: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush(rank, win)
 }
 
-pub static NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all");
+pub const NEXT_MPI_Win_flush_all: Next = Next::new(c"PMPI_Win_flush_all", &ADDRESSES[115]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_all, general, false) else { return general_MPI_Win_flush_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_all, std::ptr::null(), 0) } else { None };
@@ -4989,10 +4994,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush_all(win)
 }
 
-pub static NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local");
+pub const NEXT_MPI_Win_flush_local: Next = Next::new(c"PMPI_Win_flush_local", &ADDRESSES[116]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_local, general, false) else { return general_MPI_Win_flush_local(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local, std::ptr::null(), 0) } else { None };
@@ -5026,10 +5031,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_local(rank: c_int, win: MPI_Win) -> c_in
     counted_PMPI_Win_flush_local(rank, win)
 }
 
-pub static NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all");
+pub const NEXT_MPI_Win_flush_local_all: Next = Next::new(c"PMPI_Win_flush_local_all", &ADDRESSES[117]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_flush_local_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_flush_local_all, general, false) else { return general_MPI_Win_flush_local_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_flush_local_all, std::ptr::null(), 0) } else { None };
@@ -5063,10 +5068,10 @@ pub unsafe extern "C" fn PMPI_Win_flush_local_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_flush_local_all(win)
 }
 
-pub static NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free");
+pub const NEXT_MPI_Win_free: Next = Next::new(c"PMPI_Win_free", &ADDRESSES[118]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free(via_pmpi: bool, general: bool, win: *mut MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_free, general, false) else { return general_MPI_Win_free(win, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free, std::ptr::null(), 0) } else { None };
@@ -5100,10 +5105,10 @@ pub unsafe extern "C" fn PMPI_Win_free(win: *mut MPI_Win) -> c_int {
     counted_PMPI_Win_free(win)
 }
 
-pub static NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval");
+pub const NEXT_MPI_Win_free_keyval: Next = Next::new(c"PMPI_Win_free_keyval", &ADDRESSES[119]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_free_keyval(via_pmpi: bool, general: bool, win_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_free_keyval, general, false) else { return general_MPI_Win_free_keyval(win_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_free_keyval, std::ptr::null(), 0) } else { None };
@@ -5137,10 +5142,10 @@ pub unsafe extern "C" fn PMPI_Win_free_keyval(win_keyval: *mut c_int) -> c_int {
     counted_PMPI_Win_free_keyval(win_keyval)
 }
 
-pub static NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr");
+pub const NEXT_MPI_Win_get_attr: Next = Next::new(c"PMPI_Win_get_attr", &ADDRESSES[120]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_attr, general, false) else { return general_MPI_Win_get_attr(win, win_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_attr, std::ptr::null(), 0) } else { None };
@@ -5174,10 +5179,10 @@ pub unsafe extern "C" fn PMPI_Win_get_attr(win: MPI_Win, win_keyval: c_int, attr
     counted_PMPI_Win_get_attr(win, win_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler");
+pub const NEXT_MPI_Win_get_errhandler: Next = Next::new(c"PMPI_Win_get_errhandler", &ADDRESSES[121]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_errhandler, general, false) else { return general_MPI_Win_get_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -5211,10 +5216,10 @@ pub unsafe extern "C" fn PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut 
     counted_PMPI_Win_get_errhandler(win, errhandler)
 }
 
-pub static NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group");
+pub const NEXT_MPI_Win_get_group: Next = Next::new(c"PMPI_Win_get_group", &ADDRESSES[122]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_group(via_pmpi: bool, general: bool, win: MPI_Win, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_group, general, false) else { return general_MPI_Win_get_group(win, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_group, std::ptr::null(), 0) } else { None };
@@ -5248,10 +5253,10 @@ pub unsafe extern "C" fn PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
     counted_PMPI_Win_get_group(win, group)
 }
 
-pub static NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info");
+pub const NEXT_MPI_Win_get_info: Next = Next::new(c"PMPI_Win_get_info", &ADDRESSES[123]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_info(via_pmpi: bool, general: bool, win: MPI_Win, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_info, general, false) else { return general_MPI_Win_get_info(win, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_info, std::ptr::null(), 0) } else { None };
@@ -5285,10 +5290,10 @@ pub unsafe extern "C" fn PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Inf
     counted_PMPI_Win_get_info(win, info_used)
 }
 
-pub static NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name");
+pub const NEXT_MPI_Win_get_name: Next = Next::new(c"PMPI_Win_get_name", &ADDRESSES[124]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_get_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_get_name, general, false) else { return general_MPI_Win_get_name(win, win_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_get_name, std::ptr::null(), 0) } else { None };
@@ -5322,10 +5327,10 @@ pub unsafe extern "C" fn PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, 
     counted_PMPI_Win_get_name(win, win_name, resultlen)
 }
 
-pub static NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock");
+pub const NEXT_MPI_Win_lock: Next = Next::new(c"PMPI_Win_lock", &ADDRESSES[125]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock(via_pmpi: bool, general: bool, lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_lock, general, true) else { return general_MPI_Win_lock(lock_type, rank, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(lock_type, rank, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock, std::ptr::null(), 0) } else { None };
@@ -5364,10 +5369,10 @@ pub unsafe extern "C" fn PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_
     counted_PMPI_Win_lock(lock_type, rank, assert, win)
 }
 
-pub static NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all");
+pub const NEXT_MPI_Win_lock_all: Next = Next::new(c"PMPI_Win_lock_all", &ADDRESSES[126]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_lock_all(via_pmpi: bool, general: bool, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_lock_all, general, false) else { return general_MPI_Win_lock_all(assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_lock_all, std::ptr::null(), 0) } else { None };
@@ -5401,10 +5406,10 @@ pub unsafe extern "C" fn PMPI_Win_lock_all(assert: c_int, win: MPI_Win) -> c_int
     counted_PMPI_Win_lock_all(assert, win)
 }
 
-pub static NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post");
+pub const NEXT_MPI_Win_post: Next = Next::new(c"PMPI_Win_post", &ADDRESSES[127]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_post(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_post, general, false) else { return general_MPI_Win_post(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_post, std::ptr::null(), 0) } else { None };
@@ -5438,10 +5443,10 @@ pub unsafe extern "C" fn PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI
     counted_PMPI_Win_post(group, assert, win)
 }
 
-pub static NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr");
+pub const NEXT_MPI_Win_set_attr: Next = Next::new(c"PMPI_Win_set_attr", &ADDRESSES[128]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_attr(via_pmpi: bool, general: bool, win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_attr, general, false) else { return general_MPI_Win_set_attr(win, win_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_attr, std::ptr::null(), 0) } else { None };
@@ -5475,10 +5480,10 @@ pub unsafe extern "C" fn PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attr
     counted_PMPI_Win_set_attr(win, win_keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler");
+pub const NEXT_MPI_Win_set_errhandler: Next = Next::new(c"PMPI_Win_set_errhandler", &ADDRESSES[129]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_errhandler(via_pmpi: bool, general: bool, win: MPI_Win, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_errhandler, general, false) else { return general_MPI_Win_set_errhandler(win, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -5512,10 +5517,10 @@ pub unsafe extern "C" fn PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_E
     counted_PMPI_Win_set_errhandler(win, errhandler)
 }
 
-pub static NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info");
+pub const NEXT_MPI_Win_set_info: Next = Next::new(c"PMPI_Win_set_info", &ADDRESSES[130]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_info(via_pmpi: bool, general: bool, win: MPI_Win, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_info, general, false) else { return general_MPI_Win_set_info(win, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_info, std::ptr::null(), 0) } else { None };
@@ -5549,10 +5554,10 @@ pub unsafe extern "C" fn PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) -> c_in
     counted_PMPI_Win_set_info(win, info)
 }
 
-pub static NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name");
+pub const NEXT_MPI_Win_set_name: Next = Next::new(c"PMPI_Win_set_name", &ADDRESSES[131]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_set_name(via_pmpi: bool, general: bool, win: MPI_Win, win_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_set_name, general, false) else { return general_MPI_Win_set_name(win, win_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, win_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_set_name, std::ptr::null(), 0) } else { None };
@@ -5586,10 +5591,10 @@ pub unsafe extern "C" fn PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char
     counted_PMPI_Win_set_name(win, win_name)
 }
 
-pub static NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query");
+pub const NEXT_MPI_Win_shared_query: Next = Next::new(c"PMPI_Win_shared_query", &ADDRESSES[132]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_shared_query(via_pmpi: bool, general: bool, win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_shared_query, general, false) else { return general_MPI_Win_shared_query(win, rank, size, disp_unit, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, c_int, *mut MPI_Aint, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, rank, size, disp_unit, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_shared_query, std::ptr::null(), 0) } else { None };
@@ -5623,10 +5628,10 @@ pub unsafe extern "C" fn PMPI_Win_shared_query(win: MPI_Win, rank: c_int, size: 
     counted_PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr)
 }
 
-pub static NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start");
+pub const NEXT_MPI_Win_start: Next = Next::new(c"PMPI_Win_start", &ADDRESSES[133]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_start(via_pmpi: bool, general: bool, group: MPI_Group, assert: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_start, general, false) else { return general_MPI_Win_start(group, assert, win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, assert, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_start, std::ptr::null(), 0) } else { None };
@@ -5660,10 +5665,10 @@ pub unsafe extern "C" fn PMPI_Win_start(group: MPI_Group, assert: c_int, win: MP
     counted_PMPI_Win_start(group, assert, win)
 }
 
-pub static NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync");
+pub const NEXT_MPI_Win_sync: Next = Next::new(c"PMPI_Win_sync", &ADDRESSES[134]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_sync(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_sync, general, false) else { return general_MPI_Win_sync(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_sync, std::ptr::null(), 0) } else { None };
@@ -5697,10 +5702,10 @@ pub unsafe extern "C" fn PMPI_Win_sync(win: MPI_Win) -> c_int {
     counted_PMPI_Win_sync(win)
 }
 
-pub static NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test");
+pub const NEXT_MPI_Win_test: Next = Next::new(c"PMPI_Win_test", &ADDRESSES[135]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_test(via_pmpi: bool, general: bool, win: MPI_Win, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_test, general, false) else { return general_MPI_Win_test(win, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_test, std::ptr::null(), 0) } else { None };
@@ -5734,10 +5739,10 @@ pub unsafe extern "C" fn PMPI_Win_test(win: MPI_Win, flag: *mut c_int) -> c_int 
     counted_PMPI_Win_test(win, flag)
 }
 
-pub static NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock");
+pub const NEXT_MPI_Win_unlock: Next = Next::new(c"PMPI_Win_unlock", &ADDRESSES[136]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock(via_pmpi: bool, general: bool, rank: c_int, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_unlock, general, true) else { return general_MPI_Win_unlock(rank, win, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(rank, win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock, std::ptr::null(), 0) } else { None };
@@ -5776,10 +5781,10 @@ pub unsafe extern "C" fn PMPI_Win_unlock(rank: c_int, win: MPI_Win) -> c_int {
     counted_PMPI_Win_unlock(rank, win)
 }
 
-pub static NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all");
+pub const NEXT_MPI_Win_unlock_all: Next = Next::new(c"PMPI_Win_unlock_all", &ADDRESSES[137]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_unlock_all(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_unlock_all, general, false) else { return general_MPI_Win_unlock_all(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_unlock_all, std::ptr::null(), 0) } else { None };
@@ -5813,10 +5818,10 @@ pub unsafe extern "C" fn PMPI_Win_unlock_all(win: MPI_Win) -> c_int {
     counted_PMPI_Win_unlock_all(win)
 }
 
-pub static NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait");
+pub const NEXT_MPI_Win_wait: Next = Next::new(c"PMPI_Win_wait", &ADDRESSES[138]);
 #[inline(always)]
 unsafe fn wrap_MPI_Win_wait(via_pmpi: bool, general: bool, win: MPI_Win) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Win_wait, general, false) else { return general_MPI_Win_wait(win, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Win) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(win) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Win_wait, std::ptr::null(), 0) } else { None };
@@ -5850,10 +5855,10 @@ pub unsafe extern "C" fn PMPI_Win_wait(win: MPI_Win) -> c_int {
     counted_PMPI_Win_wait(win)
 }
 
-pub static NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler");
+pub const NEXT_MPI_File_call_errhandler: Next = Next::new(c"PMPI_File_call_errhandler", &ADDRESSES[139]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_call_errhandler(via_pmpi: bool, general: bool, fh: MPI_File, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_call_errhandler, general, false) else { return general_MPI_File_call_errhandler(fh, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -5887,10 +5892,10 @@ pub unsafe extern "C" fn PMPI_File_call_errhandler(fh: MPI_File, errorcode: c_in
     counted_PMPI_File_call_errhandler(fh, errorcode)
 }
 
-pub static NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler");
+pub const NEXT_MPI_File_create_errhandler: Next = Next::new(c"PMPI_File_create_errhandler", &ADDRESSES[140]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_create_errhandler(via_pmpi: bool, general: bool, function: MPI_File_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_create_errhandler, general, false) else { return general_MPI_File_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -5924,10 +5929,10 @@ pub unsafe extern "C" fn PMPI_File_create_errhandler(function: MPI_File_errhandl
     counted_PMPI_File_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler");
+pub const NEXT_MPI_File_set_errhandler: Next = Next::new(c"PMPI_File_set_errhandler", &ADDRESSES[141]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_errhandler, general, false) else { return general_MPI_File_set_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -5961,10 +5966,10 @@ pub unsafe extern "C" fn PMPI_File_set_errhandler(file: MPI_File, errhandler: MP
     counted_PMPI_File_set_errhandler(file, errhandler)
 }
 
-pub static NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler");
+pub const NEXT_MPI_File_get_errhandler: Next = Next::new(c"PMPI_File_get_errhandler", &ADDRESSES[142]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_errhandler(via_pmpi: bool, general: bool, file: MPI_File, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_errhandler, general, false) else { return general_MPI_File_get_errhandler(file, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(file, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -5998,10 +6003,10 @@ pub unsafe extern "C" fn PMPI_File_get_errhandler(file: MPI_File, errhandler: *m
     counted_PMPI_File_get_errhandler(file, errhandler)
 }
 
-pub static NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open");
+pub const NEXT_MPI_File_open: Next = Next::new(c"PMPI_File_open", &ADDRESSES[143]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_open(via_pmpi: bool, general: bool, comm: MPI_Comm, filename: *const c_char, amode: c_int, info: MPI_Info, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_open, general, false) else { return general_MPI_File_open(comm, filename, amode, info, fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char, c_int, MPI_Info, *mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, filename, amode, info, fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_open, std::ptr::null(), 0) } else { None };
@@ -6035,10 +6040,10 @@ pub unsafe extern "C" fn PMPI_File_open(comm: MPI_Comm, filename: *const c_char,
     counted_PMPI_File_open(comm, filename, amode, info, fh)
 }
 
-pub static NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close");
+pub const NEXT_MPI_File_close: Next = Next::new(c"PMPI_File_close", &ADDRESSES[144]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_close(via_pmpi: bool, general: bool, fh: *mut MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_close, general, false) else { return general_MPI_File_close(fh, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_close, std::ptr::null(), 0) } else { None };
@@ -6072,10 +6077,10 @@ pub unsafe extern "C" fn PMPI_File_close(fh: *mut MPI_File) -> c_int {
     counted_PMPI_File_close(fh)
 }
 
-pub static NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete");
+pub const NEXT_MPI_File_delete: Next = Next::new(c"PMPI_File_delete", &ADDRESSES[145]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_delete(via_pmpi: bool, general: bool, filename: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_delete, general, false) else { return general_MPI_File_delete(filename, info, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(filename, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_delete, std::ptr::null(), 0) } else { None };
@@ -6109,10 +6114,10 @@ pub unsafe extern "C" fn PMPI_File_delete(filename: *const c_char, info: MPI_Inf
     counted_PMPI_File_delete(filename, info)
 }
 
-pub static NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size");
+pub const NEXT_MPI_File_set_size: Next = Next::new(c"PMPI_File_set_size", &ADDRESSES[146]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_size(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_size, general, false) else { return general_MPI_File_set_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_size, std::ptr::null(), 0) } else { None };
@@ -6146,10 +6151,10 @@ pub unsafe extern "C" fn PMPI_File_set_size(fh: MPI_File, size: MPI_Offset) -> c
     counted_PMPI_File_set_size(fh, size)
 }
 
-pub static NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate");
+pub const NEXT_MPI_File_preallocate: Next = Next::new(c"PMPI_File_preallocate", &ADDRESSES[147]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_preallocate(via_pmpi: bool, general: bool, fh: MPI_File, size: MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_preallocate, general, false) else { return general_MPI_File_preallocate(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_preallocate, std::ptr::null(), 0) } else { None };
@@ -6183,10 +6188,10 @@ pub unsafe extern "C" fn PMPI_File_preallocate(fh: MPI_File, size: MPI_Offset) -
     counted_PMPI_File_preallocate(fh, size)
 }
 
-pub static NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size");
+pub const NEXT_MPI_File_get_size: Next = Next::new(c"PMPI_File_get_size", &ADDRESSES[148]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_size(via_pmpi: bool, general: bool, fh: MPI_File, size: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_size, general, false) else { return general_MPI_File_get_size(fh, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_size, std::ptr::null(), 0) } else { None };
@@ -6220,10 +6225,10 @@ pub unsafe extern "C" fn PMPI_File_get_size(fh: MPI_File, size: *mut MPI_Offset)
     counted_PMPI_File_get_size(fh, size)
 }
 
-pub static NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group");
+pub const NEXT_MPI_File_get_group: Next = Next::new(c"PMPI_File_get_group", &ADDRESSES[149]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_group(via_pmpi: bool, general: bool, fh: MPI_File, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_group, general, false) else { return general_MPI_File_get_group(fh, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_group, std::ptr::null(), 0) } else { None };
@@ -6257,10 +6262,10 @@ pub unsafe extern "C" fn PMPI_File_get_group(fh: MPI_File, group: *mut MPI_Group
     counted_PMPI_File_get_group(fh, group)
 }
 
-pub static NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode");
+pub const NEXT_MPI_File_get_amode: Next = Next::new(c"PMPI_File_get_amode", &ADDRESSES[150]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_amode(via_pmpi: bool, general: bool, fh: MPI_File, amode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_amode, general, false) else { return general_MPI_File_get_amode(fh, amode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, amode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_amode, std::ptr::null(), 0) } else { None };
@@ -6294,10 +6299,10 @@ pub unsafe extern "C" fn PMPI_File_get_amode(fh: MPI_File, amode: *mut c_int) ->
     counted_PMPI_File_get_amode(fh, amode)
 }
 
-pub static NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info");
+pub const NEXT_MPI_File_set_info: Next = Next::new(c"PMPI_File_set_info", &ADDRESSES[151]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_info(via_pmpi: bool, general: bool, fh: MPI_File, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_info, general, false) else { return general_MPI_File_set_info(fh, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_info, std::ptr::null(), 0) } else { None };
@@ -6331,10 +6336,10 @@ pub unsafe extern "C" fn PMPI_File_set_info(fh: MPI_File, info: MPI_Info) -> c_i
     counted_PMPI_File_set_info(fh, info)
 }
 
-pub static NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info");
+pub const NEXT_MPI_File_get_info: Next = Next::new(c"PMPI_File_get_info", &ADDRESSES[152]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_info(via_pmpi: bool, general: bool, fh: MPI_File, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_info, general, false) else { return general_MPI_File_get_info(fh, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_info, std::ptr::null(), 0) } else { None };
@@ -6368,10 +6373,10 @@ pub unsafe extern "C" fn PMPI_File_get_info(fh: MPI_File, info_used: *mut MPI_In
     counted_PMPI_File_get_info(fh, info_used)
 }
 
-pub static NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view");
+pub const NEXT_MPI_File_set_view: Next = Next::new(c"PMPI_File_set_view", &ADDRESSES[153]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: MPI_Offset, etype: MPI_Datatype, filetype: MPI_Datatype, datarep: *const c_char, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_view, general, false) else { return general_MPI_File_set_view(fh, disp, etype, filetype, datarep, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, MPI_Datatype, MPI_Datatype, *const c_char, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_view, std::ptr::null(), 0) } else { None };
@@ -6405,10 +6410,10 @@ pub unsafe extern "C" fn PMPI_File_set_view(fh: MPI_File, disp: MPI_Offset, etyp
     counted_PMPI_File_set_view(fh, disp, etype, filetype, datarep, info)
 }
 
-pub static NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view");
+pub const NEXT_MPI_File_get_view: Next = Next::new(c"PMPI_File_get_view", &ADDRESSES[154]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_view(via_pmpi: bool, general: bool, fh: MPI_File, disp: *mut MPI_Offset, etype: *mut MPI_Datatype, filetype: *mut MPI_Datatype, datarep: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_view, general, false) else { return general_MPI_File_get_view(fh, disp, etype, filetype, datarep, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset, *mut MPI_Datatype, *mut MPI_Datatype, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, disp, etype, filetype, datarep) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_view, std::ptr::null(), 0) } else { None };
@@ -6442,10 +6447,10 @@ pub unsafe extern "C" fn PMPI_File_get_view(fh: MPI_File, disp: *mut MPI_Offset,
     counted_PMPI_File_get_view(fh, disp, etype, filetype, datarep)
 }
 
-pub static NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at");
+pub const NEXT_MPI_File_read_at: Next = Next::new(c"PMPI_File_read_at", &ADDRESSES[155]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at, general, false) else { return general_MPI_File_read_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6481,10 +6486,10 @@ pub unsafe extern "C" fn PMPI_File_read_at(fh: MPI_File, offset: MPI_Offset, buf
     counted_PMPI_File_read_at(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all");
+pub const NEXT_MPI_File_read_at_all: Next = Next::new(c"PMPI_File_read_at_all", &ADDRESSES[156]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all, general, false) else { return general_MPI_File_read_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6520,10 +6525,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all(fh: MPI_File, offset: MPI_Offset,
     counted_PMPI_File_read_at_all(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at");
+pub const NEXT_MPI_File_write_at: Next = Next::new(c"PMPI_File_write_at", &ADDRESSES[157]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at, general, false) else { return general_MPI_File_write_at(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at, std::ptr::null(), 0) } else { None };
@@ -6557,10 +6562,10 @@ pub unsafe extern "C" fn PMPI_File_write_at(fh: MPI_File, offset: MPI_Offset, bu
     counted_PMPI_File_write_at(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all");
+pub const NEXT_MPI_File_write_at_all: Next = Next::new(c"PMPI_File_write_at_all", &ADDRESSES[158]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all, general, false) else { return general_MPI_File_write_at_all(fh, offset, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all, std::ptr::null(), 0) } else { None };
@@ -6594,10 +6599,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all(fh: MPI_File, offset: MPI_Offset
     counted_PMPI_File_write_at_all(fh, offset, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at");
+pub const NEXT_MPI_File_iread_at: Next = Next::new(c"PMPI_File_iread_at", &ADDRESSES[159]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at, general, false) else { return general_MPI_File_iread_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at, std::ptr::null(), 0) } else { None };
@@ -6631,10 +6636,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at(fh: MPI_File, offset: MPI_Offset, bu
     counted_PMPI_File_iread_at(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at");
+pub const NEXT_MPI_File_iwrite_at: Next = Next::new(c"PMPI_File_iwrite_at", &ADDRESSES[160]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at, general, false) else { return general_MPI_File_iwrite_at(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at, std::ptr::null(), 0) } else { None };
@@ -6668,10 +6673,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at(fh: MPI_File, offset: MPI_Offset, b
     counted_PMPI_File_iwrite_at(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all");
+pub const NEXT_MPI_File_iread_at_all: Next = Next::new(c"PMPI_File_iread_at_all", &ADDRESSES[161]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_at_all, general, false) else { return general_MPI_File_iread_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_at_all, std::ptr::null(), 0) } else { None };
@@ -6705,10 +6710,10 @@ pub unsafe extern "C" fn PMPI_File_iread_at_all(fh: MPI_File, offset: MPI_Offset
     counted_PMPI_File_iread_at_all(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all");
+pub const NEXT_MPI_File_iwrite_at_all: Next = Next::new(c"PMPI_File_iwrite_at_all", &ADDRESSES[162]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_at_all(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_at_all, general, false) else { return general_MPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_at_all, std::ptr::null(), 0) } else { None };
@@ -6742,10 +6747,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_at_all(fh: MPI_File, offset: MPI_Offse
     counted_PMPI_File_iwrite_at_all(fh, offset, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read");
+pub const NEXT_MPI_File_read: Next = Next::new(c"PMPI_File_read", &ADDRESSES[163]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read, general, false) else { return general_MPI_File_read(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6781,10 +6786,10 @@ pub unsafe extern "C" fn PMPI_File_read(fh: MPI_File, buf: *mut c_void, count: c
     counted_PMPI_File_read(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all");
+pub const NEXT_MPI_File_read_all: Next = Next::new(c"PMPI_File_read_all", &ADDRESSES[164]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all, general, false) else { return general_MPI_File_read_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -6820,10 +6825,10 @@ pub unsafe extern "C" fn PMPI_File_read_all(fh: MPI_File, buf: *mut c_void, coun
     counted_PMPI_File_read_all(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write");
+pub const NEXT_MPI_File_write: Next = Next::new(c"PMPI_File_write", &ADDRESSES[165]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write, general, false) else { return general_MPI_File_write(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write, std::ptr::null(), 0) } else { None };
@@ -6857,10 +6862,10 @@ pub unsafe extern "C" fn PMPI_File_write(fh: MPI_File, buf: *const c_void, count
     counted_PMPI_File_write(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all");
+pub const NEXT_MPI_File_write_all: Next = Next::new(c"PMPI_File_write_all", &ADDRESSES[166]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all, general, false) else { return general_MPI_File_write_all(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all, std::ptr::null(), 0) } else { None };
@@ -6894,10 +6899,10 @@ pub unsafe extern "C" fn PMPI_File_write_all(fh: MPI_File, buf: *const c_void, c
     counted_PMPI_File_write_all(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread");
+pub const NEXT_MPI_File_iread: Next = Next::new(c"PMPI_File_iread", &ADDRESSES[167]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread, general, false) else { return general_MPI_File_iread(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread, std::ptr::null(), 0) } else { None };
@@ -6931,10 +6936,10 @@ pub unsafe extern "C" fn PMPI_File_iread(fh: MPI_File, buf: *mut c_void, count: 
     counted_PMPI_File_iread(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite");
+pub const NEXT_MPI_File_iwrite: Next = Next::new(c"PMPI_File_iwrite", &ADDRESSES[168]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite, general, false) else { return general_MPI_File_iwrite(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite, std::ptr::null(), 0) } else { None };
@@ -6968,10 +6973,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite(fh: MPI_File, buf: *const c_void, coun
     counted_PMPI_File_iwrite(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all");
+pub const NEXT_MPI_File_iread_all: Next = Next::new(c"PMPI_File_iread_all", &ADDRESSES[169]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_all, general, false) else { return general_MPI_File_iread_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_all, std::ptr::null(), 0) } else { None };
@@ -7005,10 +7010,10 @@ pub unsafe extern "C" fn PMPI_File_iread_all(fh: MPI_File, buf: *mut c_void, cou
     counted_PMPI_File_iread_all(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all");
+pub const NEXT_MPI_File_iwrite_all: Next = Next::new(c"PMPI_File_iwrite_all", &ADDRESSES[170]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_all(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_all, general, false) else { return general_MPI_File_iwrite_all(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_all, std::ptr::null(), 0) } else { None };
@@ -7042,10 +7047,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_all(fh: MPI_File, buf: *const c_void, 
     counted_PMPI_File_iwrite_all(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek");
+pub const NEXT_MPI_File_seek: Next = Next::new(c"PMPI_File_seek", &ADDRESSES[171]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_seek, general, false) else { return general_MPI_File_seek(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek, std::ptr::null(), 0) } else { None };
@@ -7079,10 +7084,10 @@ pub unsafe extern "C" fn PMPI_File_seek(fh: MPI_File, offset: MPI_Offset, whence
     counted_PMPI_File_seek(fh, offset, whence)
 }
 
-pub static NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position");
+pub const NEXT_MPI_File_get_position: Next = Next::new(c"PMPI_File_get_position", &ADDRESSES[172]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_position, general, false) else { return general_MPI_File_get_position(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position, std::ptr::null(), 0) } else { None };
@@ -7116,10 +7121,10 @@ pub unsafe extern "C" fn PMPI_File_get_position(fh: MPI_File, offset: *mut MPI_O
     counted_PMPI_File_get_position(fh, offset)
 }
 
-pub static NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset");
+pub const NEXT_MPI_File_get_byte_offset: Next = Next::new(c"PMPI_File_get_byte_offset", &ADDRESSES[173]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_byte_offset(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, disp: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_byte_offset, general, false) else { return general_MPI_File_get_byte_offset(fh, offset, disp, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, disp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_byte_offset, std::ptr::null(), 0) } else { None };
@@ -7153,10 +7158,10 @@ pub unsafe extern "C" fn PMPI_File_get_byte_offset(fh: MPI_File, offset: MPI_Off
     counted_PMPI_File_get_byte_offset(fh, offset, disp)
 }
 
-pub static NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared");
+pub const NEXT_MPI_File_read_shared: Next = Next::new(c"PMPI_File_read_shared", &ADDRESSES[174]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_shared, general, false) else { return general_MPI_File_read_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -7192,10 +7197,10 @@ pub unsafe extern "C" fn PMPI_File_read_shared(fh: MPI_File, buf: *mut c_void, c
     counted_PMPI_File_read_shared(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared");
+pub const NEXT_MPI_File_write_shared: Next = Next::new(c"PMPI_File_write_shared", &ADDRESSES[175]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_shared, general, false) else { return general_MPI_File_write_shared(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_shared, std::ptr::null(), 0) } else { None };
@@ -7229,10 +7234,10 @@ pub unsafe extern "C" fn PMPI_File_write_shared(fh: MPI_File, buf: *const c_void
     counted_PMPI_File_write_shared(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared");
+pub const NEXT_MPI_File_iread_shared: Next = Next::new(c"PMPI_File_iread_shared", &ADDRESSES[176]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iread_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iread_shared, general, false) else { return general_MPI_File_iread_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iread_shared, std::ptr::null(), 0) } else { None };
@@ -7266,10 +7271,10 @@ pub unsafe extern "C" fn PMPI_File_iread_shared(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_iread_shared(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared");
+pub const NEXT_MPI_File_iwrite_shared: Next = Next::new(c"PMPI_File_iwrite_shared", &ADDRESSES[177]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_iwrite_shared(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_iwrite_shared, general, false) else { return general_MPI_File_iwrite_shared(fh, buf, count, datatype, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_iwrite_shared, std::ptr::null(), 0) } else { None };
@@ -7303,10 +7308,10 @@ pub unsafe extern "C" fn PMPI_File_iwrite_shared(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_iwrite_shared(fh, buf, count, datatype, request)
 }
 
-pub static NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered");
+pub const NEXT_MPI_File_read_ordered: Next = Next::new(c"PMPI_File_read_ordered", &ADDRESSES[178]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered, general, false) else { return general_MPI_File_read_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let mut local_status = MaybeUninit::<MPI_Status>::uninit();
@@ -7342,10 +7347,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_read_ordered(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered");
+pub const NEXT_MPI_File_write_ordered: Next = Next::new(c"PMPI_File_write_ordered", &ADDRESSES[179]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered, general, false) else { return general_MPI_File_write_ordered(fh, buf, count, datatype, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered, std::ptr::null(), 0) } else { None };
@@ -7379,10 +7384,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_write_ordered(fh, buf, count, datatype, status)
 }
 
-pub static NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared");
+pub const NEXT_MPI_File_seek_shared: Next = Next::new(c"PMPI_File_seek_shared", &ADDRESSES[180]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_seek_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, whence: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_seek_shared, general, false) else { return general_MPI_File_seek_shared(fh, offset, whence, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, whence) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_seek_shared, std::ptr::null(), 0) } else { None };
@@ -7416,10 +7421,10 @@ pub unsafe extern "C" fn PMPI_File_seek_shared(fh: MPI_File, offset: MPI_Offset,
     counted_PMPI_File_seek_shared(fh, offset, whence)
 }
 
-pub static NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared");
+pub const NEXT_MPI_File_get_position_shared: Next = Next::new(c"PMPI_File_get_position_shared", &ADDRESSES[181]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_position_shared(via_pmpi: bool, general: bool, fh: MPI_File, offset: *mut MPI_Offset) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_position_shared, general, false) else { return general_MPI_File_get_position_shared(fh, offset, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut MPI_Offset) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_position_shared, std::ptr::null(), 0) } else { None };
@@ -7453,10 +7458,10 @@ pub unsafe extern "C" fn PMPI_File_get_position_shared(fh: MPI_File, offset: *mu
     counted_PMPI_File_get_position_shared(fh, offset)
 }
 
-pub static NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin");
+pub const NEXT_MPI_File_read_at_all_begin: Next = Next::new(c"PMPI_File_read_at_all_begin", &ADDRESSES[182]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_begin, general, false) else { return general_MPI_File_read_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -7490,10 +7495,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_begin(fh: MPI_File, offset: MPI_O
     counted_PMPI_File_read_at_all_begin(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end");
+pub const NEXT_MPI_File_read_at_all_end: Next = Next::new(c"PMPI_File_read_at_all_end", &ADDRESSES[183]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_at_all_end, general, false) else { return general_MPI_File_read_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_at_all_end, std::ptr::null(), 0) } else { None };
@@ -7527,10 +7532,10 @@ pub unsafe extern "C" fn PMPI_File_read_at_all_end(fh: MPI_File, buf: *mut c_voi
     counted_PMPI_File_read_at_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin");
+pub const NEXT_MPI_File_write_at_all_begin: Next = Next::new(c"PMPI_File_write_at_all_begin", &ADDRESSES[184]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, offset: MPI_Offset, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_begin, general, false) else { return general_MPI_File_write_at_all_begin(fh, offset, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Offset, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, offset, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_begin, std::ptr::null(), 0) } else { None };
@@ -7564,10 +7569,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_begin(fh: MPI_File, offset: MPI_
     counted_PMPI_File_write_at_all_begin(fh, offset, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end");
+pub const NEXT_MPI_File_write_at_all_end: Next = Next::new(c"PMPI_File_write_at_all_end", &ADDRESSES[185]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_at_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_at_all_end, general, false) else { return general_MPI_File_write_at_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_at_all_end, std::ptr::null(), 0) } else { None };
@@ -7601,10 +7606,10 @@ pub unsafe extern "C" fn PMPI_File_write_at_all_end(fh: MPI_File, buf: *const c_
     counted_PMPI_File_write_at_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin");
+pub const NEXT_MPI_File_read_all_begin: Next = Next::new(c"PMPI_File_read_all_begin", &ADDRESSES[186]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_begin, general, false) else { return general_MPI_File_read_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_begin, std::ptr::null(), 0) } else { None };
@@ -7638,10 +7643,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_begin(fh: MPI_File, buf: *mut c_void
     counted_PMPI_File_read_all_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end");
+pub const NEXT_MPI_File_read_all_end: Next = Next::new(c"PMPI_File_read_all_end", &ADDRESSES[187]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_all_end, general, false) else { return general_MPI_File_read_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_all_end, std::ptr::null(), 0) } else { None };
@@ -7675,10 +7680,10 @@ pub unsafe extern "C" fn PMPI_File_read_all_end(fh: MPI_File, buf: *mut c_void, 
     counted_PMPI_File_read_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin");
+pub const NEXT_MPI_File_write_all_begin: Next = Next::new(c"PMPI_File_write_all_begin", &ADDRESSES[188]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_begin, general, false) else { return general_MPI_File_write_all_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_begin, std::ptr::null(), 0) } else { None };
@@ -7712,10 +7717,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_begin(fh: MPI_File, buf: *const c_v
     counted_PMPI_File_write_all_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end");
+pub const NEXT_MPI_File_write_all_end: Next = Next::new(c"PMPI_File_write_all_end", &ADDRESSES[189]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_all_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_all_end, general, false) else { return general_MPI_File_write_all_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_all_end, std::ptr::null(), 0) } else { None };
@@ -7749,10 +7754,10 @@ pub unsafe extern "C" fn PMPI_File_write_all_end(fh: MPI_File, buf: *const c_voi
     counted_PMPI_File_write_all_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin");
+pub const NEXT_MPI_File_read_ordered_begin: Next = Next::new(c"PMPI_File_read_ordered_begin", &ADDRESSES[190]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_begin, general, false) else { return general_MPI_File_read_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -7786,10 +7791,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_begin(fh: MPI_File, buf: *mut c_
     counted_PMPI_File_read_ordered_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end");
+pub const NEXT_MPI_File_read_ordered_end: Next = Next::new(c"PMPI_File_read_ordered_end", &ADDRESSES[191]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_read_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *mut c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_read_ordered_end, general, false) else { return general_MPI_File_read_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_read_ordered_end, std::ptr::null(), 0) } else { None };
@@ -7823,10 +7828,10 @@ pub unsafe extern "C" fn PMPI_File_read_ordered_end(fh: MPI_File, buf: *mut c_vo
     counted_PMPI_File_read_ordered_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin");
+pub const NEXT_MPI_File_write_ordered_begin: Next = Next::new(c"PMPI_File_write_ordered_begin", &ADDRESSES[192]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_begin(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, count: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_begin, general, false) else { return general_MPI_File_write_ordered_begin(fh, buf, count, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, count, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_begin, std::ptr::null(), 0) } else { None };
@@ -7860,10 +7865,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_begin(fh: MPI_File, buf: *const
     counted_PMPI_File_write_ordered_begin(fh, buf, count, datatype)
 }
 
-pub static NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end");
+pub const NEXT_MPI_File_write_ordered_end: Next = Next::new(c"PMPI_File_write_ordered_end", &ADDRESSES[193]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_write_ordered_end(via_pmpi: bool, general: bool, fh: MPI_File, buf: *const c_void, status: *mut MPI_Status) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_write_ordered_end, general, false) else { return general_MPI_File_write_ordered_end(fh, buf, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *const c_void, *mut MPI_Status) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, buf, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_write_ordered_end, std::ptr::null(), 0) } else { None };
@@ -7897,10 +7902,10 @@ pub unsafe extern "C" fn PMPI_File_write_ordered_end(fh: MPI_File, buf: *const c
     counted_PMPI_File_write_ordered_end(fh, buf, status)
 }
 
-pub static NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent");
+pub const NEXT_MPI_File_get_type_extent: Next = Next::new(c"PMPI_File_get_type_extent", &ADDRESSES[194]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_type_extent(via_pmpi: bool, general: bool, fh: MPI_File, datatype: MPI_Datatype, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_type_extent, general, false) else { return general_MPI_File_get_type_extent(fh, datatype, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, datatype, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_type_extent, std::ptr::null(), 0) } else { None };
@@ -7934,10 +7939,10 @@ pub unsafe extern "C" fn PMPI_File_get_type_extent(fh: MPI_File, datatype: MPI_D
     counted_PMPI_File_get_type_extent(fh, datatype, extent)
 }
 
-pub static NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity");
+pub const NEXT_MPI_File_set_atomicity: Next = Next::new(c"PMPI_File_set_atomicity", &ADDRESSES[195]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_set_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_set_atomicity, general, false) else { return general_MPI_File_set_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_set_atomicity, std::ptr::null(), 0) } else { None };
@@ -7971,10 +7976,10 @@ pub unsafe extern "C" fn PMPI_File_set_atomicity(fh: MPI_File, flag: c_int) -> c
     counted_PMPI_File_set_atomicity(fh, flag)
 }
 
-pub static NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity");
+pub const NEXT_MPI_File_get_atomicity: Next = Next::new(c"PMPI_File_get_atomicity", &ADDRESSES[196]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_get_atomicity(via_pmpi: bool, general: bool, fh: MPI_File, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_get_atomicity, general, false) else { return general_MPI_File_get_atomicity(fh, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_get_atomicity, std::ptr::null(), 0) } else { None };
@@ -8008,10 +8013,10 @@ pub unsafe extern "C" fn PMPI_File_get_atomicity(fh: MPI_File, flag: *mut c_int)
     counted_PMPI_File_get_atomicity(fh, flag)
 }
 
-pub static NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync");
+pub const NEXT_MPI_File_sync: Next = Next::new(c"PMPI_File_sync", &ADDRESSES[197]);
 #[inline(always)]
 unsafe fn wrap_MPI_File_sync(via_pmpi: bool, general: bool, fh: MPI_File) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_File_sync, general, false) else { return general_MPI_File_sync(fh, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_File) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fh) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_File_sync, std::ptr::null(), 0) } else { None };
@@ -8045,10 +8050,10 @@ pub unsafe extern "C" fn PMPI_File_sync(fh: MPI_File) -> c_int {
     counted_PMPI_File_sync(fh)
 }
 
-pub static NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep");
+pub const NEXT_MPI_Register_datarep: Next = Next::new(c"PMPI_Register_datarep", &ADDRESSES[198]);
 #[inline(always)]
 unsafe fn wrap_MPI_Register_datarep(via_pmpi: bool, general: bool, datarep: *const c_char, read_conversion_fn: MPI_Datarep_conversion_function, write_conversion_fn: MPI_Datarep_conversion_function, dtype_file_extent_fn: MPI_Datarep_extent_function, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Register_datarep, general, false) else { return general_MPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Datarep_conversion_function, MPI_Datarep_conversion_function, MPI_Datarep_extent_function, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Register_datarep, std::ptr::null(), 0) } else { None };
@@ -8082,10 +8087,10 @@ pub unsafe extern "C" fn PMPI_Register_datarep(datarep: *const c_char, read_conv
     counted_PMPI_Register_datarep(datarep, read_conversion_fn, write_conversion_fn, dtype_file_extent_fn, extra_state)
 }
 
-pub static NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address");
+pub const NEXT_MPI_Get_address: Next = Next::new(c"PMPI_Get_address", &ADDRESSES[199]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_address(via_pmpi: bool, general: bool, location: *const c_void, address: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_address, general, false) else { return general_MPI_Get_address(location, address, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(location, address) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_address, std::ptr::null(), 0) } else { None };
@@ -8119,10 +8124,10 @@ pub unsafe extern "C" fn PMPI_Get_address(location: *const c_void, address: *mut
     counted_PMPI_Get_address(location, address)
 }
 
-pub static NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external");
+pub const NEXT_MPI_Pack_external: Next = Next::new(c"PMPI_Pack_external", &ADDRESSES[200]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: MPI_Aint, position: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external, general, false) else { return general_MPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, c_int, MPI_Datatype, *mut c_void, MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, incount, datatype, outbuf, outsize, position) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external, std::ptr::null(), 0) } else { None };
@@ -8156,10 +8161,10 @@ pub unsafe extern "C" fn PMPI_Pack_external(datarep: *const c_char, inbuf: *cons
     counted_PMPI_Pack_external(datarep, inbuf, incount, datatype, outbuf, outsize, position)
 }
 
-pub static NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size");
+pub const NEXT_MPI_Pack_external_size: Next = Next::new(c"PMPI_Pack_external_size", &ADDRESSES[201]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_external_size(via_pmpi: bool, general: bool, datarep: *const c_char, incount: c_int, datatype: MPI_Datatype, size: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_external_size, general, false) else { return general_MPI_Pack_external_size(datarep, incount, datatype, size, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, MPI_Datatype, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, incount, datatype, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_external_size, std::ptr::null(), 0) } else { None };
@@ -8193,10 +8198,10 @@ pub unsafe extern "C" fn PMPI_Pack_external_size(datarep: *const c_char, incount
     counted_PMPI_Pack_external_size(datarep, incount, datatype, size)
 }
 
-pub static NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack");
+pub const NEXT_MPI_Pack: Next = Next::new(c"PMPI_Pack", &ADDRESSES[202]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack(via_pmpi: bool, general: bool, inbuf: *const c_void, incount: c_int, datatype: MPI_Datatype, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack, general, false) else { return general_MPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, *mut c_int, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, incount, datatype, outbuf, outsize, position, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack, std::ptr::null(), 0) } else { None };
@@ -8230,10 +8235,10 @@ pub unsafe extern "C" fn PMPI_Pack(inbuf: *const c_void, incount: c_int, datatyp
     counted_PMPI_Pack(inbuf, incount, datatype, outbuf, outsize, position, comm)
 }
 
-pub static NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size");
+pub const NEXT_MPI_Pack_size: Next = Next::new(c"PMPI_Pack_size", &ADDRESSES[203]);
 #[inline(always)]
 unsafe fn wrap_MPI_Pack_size(via_pmpi: bool, general: bool, incount: c_int, datatype: MPI_Datatype, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Pack_size, general, false) else { return general_MPI_Pack_size(incount, datatype, comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(incount, datatype, comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Pack_size, std::ptr::null(), 0) } else { None };
@@ -8267,10 +8272,10 @@ pub unsafe extern "C" fn PMPI_Pack_size(incount: c_int, datatype: MPI_Datatype, 
     counted_PMPI_Pack_size(incount, datatype, comm, size)
 }
 
-pub static NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit");
+pub const NEXT_MPI_Type_commit: Next = Next::new(c"PMPI_Type_commit", &ADDRESSES[204]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_commit(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_commit, general, false) else { return general_MPI_Type_commit(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_commit, std::ptr::null(), 0) } else { None };
@@ -8304,10 +8309,10 @@ pub unsafe extern "C" fn PMPI_Type_commit(r#type: *mut MPI_Datatype) -> c_int {
     counted_PMPI_Type_commit(r#type)
 }
 
-pub static NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous");
+pub const NEXT_MPI_Type_contiguous: Next = Next::new(c"PMPI_Type_contiguous", &ADDRESSES[205]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_contiguous(via_pmpi: bool, general: bool, count: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_contiguous, general, false) else { return general_MPI_Type_contiguous(count, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_contiguous, std::ptr::null(), 0) } else { None };
@@ -8341,10 +8346,10 @@ pub unsafe extern "C" fn PMPI_Type_contiguous(count: c_int, oldtype: MPI_Datatyp
     counted_PMPI_Type_contiguous(count, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray");
+pub const NEXT_MPI_Type_create_darray: Next = Next::new(c"PMPI_Type_create_darray", &ADDRESSES[206]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_darray(via_pmpi: bool, general: bool, size: c_int, rank: c_int, ndims: c_int, gsize_array: *const c_int, distrib_array: *const c_int, darg_array: *const c_int, psize_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_darray, general, false) else { return general_MPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, *const c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_darray, std::ptr::null(), 0) } else { None };
@@ -8378,10 +8383,10 @@ pub unsafe extern "C" fn PMPI_Type_create_darray(size: c_int, rank: c_int, ndims
     counted_PMPI_Type_create_darray(size, rank, ndims, gsize_array, distrib_array, darg_array, psize_array, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex");
+pub const NEXT_MPI_Type_create_f90_complex: Next = Next::new(c"PMPI_Type_create_f90_complex", &ADDRESSES[207]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_complex(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_complex, general, false) else { return general_MPI_Type_create_f90_complex(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_complex, std::ptr::null(), 0) } else { None };
@@ -8415,10 +8420,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_complex(p: c_int, r: c_int, newtyp
     counted_PMPI_Type_create_f90_complex(p, r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer");
+pub const NEXT_MPI_Type_create_f90_integer: Next = Next::new(c"PMPI_Type_create_f90_integer", &ADDRESSES[208]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_integer(via_pmpi: bool, general: bool, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_integer, general, false) else { return general_MPI_Type_create_f90_integer(r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_integer, std::ptr::null(), 0) } else { None };
@@ -8452,10 +8457,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_integer(r: c_int, newtype: *mut MP
     counted_PMPI_Type_create_f90_integer(r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real");
+pub const NEXT_MPI_Type_create_f90_real: Next = Next::new(c"PMPI_Type_create_f90_real", &ADDRESSES[209]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_f90_real(via_pmpi: bool, general: bool, p: c_int, r: c_int, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_f90_real, general, false) else { return general_MPI_Type_create_f90_real(p, r, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(p, r, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_f90_real, std::ptr::null(), 0) } else { None };
@@ -8489,10 +8494,10 @@ pub unsafe extern "C" fn PMPI_Type_create_f90_real(p: c_int, r: c_int, newtype: 
     counted_PMPI_Type_create_f90_real(p, r, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block");
+pub const NEXT_MPI_Type_create_hindexed_block: Next = Next::new(c"PMPI_Type_create_hindexed_block", &ADDRESSES[210]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed_block, general, false) else { return general_MPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed_block, std::ptr::null(), 0) } else { None };
@@ -8526,10 +8531,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed_block(count: c_int, blockleng
     counted_PMPI_Type_create_hindexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed");
+pub const NEXT_MPI_Type_create_hindexed: Next = Next::new(c"PMPI_Type_create_hindexed", &ADDRESSES[211]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hindexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hindexed, general, false) else { return general_MPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hindexed, std::ptr::null(), 0) } else { None };
@@ -8563,10 +8568,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hindexed(count: c_int, array_of_blockl
     counted_PMPI_Type_create_hindexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector");
+pub const NEXT_MPI_Type_create_hvector: Next = Next::new(c"PMPI_Type_create_hvector", &ADDRESSES[212]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_hvector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: MPI_Aint, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_hvector, general, false) else { return general_MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, MPI_Aint, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_hvector, std::ptr::null(), 0) } else { None };
@@ -8600,10 +8605,10 @@ pub unsafe extern "C" fn PMPI_Type_create_hvector(count: c_int, blocklength: c_i
     counted_PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval");
+pub const NEXT_MPI_Type_create_keyval: Next = Next::new(c"PMPI_Type_create_keyval", &ADDRESSES[213]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_keyval(via_pmpi: bool, general: bool, type_copy_attr_fn: MPI_Type_copy_attr_function, type_delete_attr_fn: MPI_Type_delete_attr_function, type_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_keyval, general, false) else { return general_MPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Type_copy_attr_function, MPI_Type_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_keyval, std::ptr::null(), 0) } else { None };
@@ -8637,10 +8642,10 @@ pub unsafe extern "C" fn PMPI_Type_create_keyval(type_copy_attr_fn: MPI_Type_cop
     counted_PMPI_Type_create_keyval(type_copy_attr_fn, type_delete_attr_fn, type_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block");
+pub const NEXT_MPI_Type_create_indexed_block: Next = Next::new(c"PMPI_Type_create_indexed_block", &ADDRESSES[214]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_indexed_block(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_indexed_block, general, false) else { return general_MPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_indexed_block, std::ptr::null(), 0) } else { None };
@@ -8674,10 +8679,10 @@ pub unsafe extern "C" fn PMPI_Type_create_indexed_block(count: c_int, blocklengt
     counted_PMPI_Type_create_indexed_block(count, blocklength, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct");
+pub const NEXT_MPI_Type_create_struct: Next = Next::new(c"PMPI_Type_create_struct", &ADDRESSES[215]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_struct(via_pmpi: bool, general: bool, count: c_int, array_of_block_lengths: *const c_int, array_of_displacements: *const MPI_Aint, array_of_types: *const MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_struct, general, false) else { return general_MPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const MPI_Aint, *const MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_struct, std::ptr::null(), 0) } else { None };
@@ -8711,10 +8716,10 @@ pub unsafe extern "C" fn PMPI_Type_create_struct(count: c_int, array_of_block_le
     counted_PMPI_Type_create_struct(count, array_of_block_lengths, array_of_displacements, array_of_types, newtype)
 }
 
-pub static NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray");
+pub const NEXT_MPI_Type_create_subarray: Next = Next::new(c"PMPI_Type_create_subarray", &ADDRESSES[216]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_subarray(via_pmpi: bool, general: bool, ndims: c_int, size_array: *const c_int, subsize_array: *const c_int, start_array: *const c_int, order: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_subarray, general, false) else { return general_MPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, *const c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(ndims, size_array, subsize_array, start_array, order, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_subarray, std::ptr::null(), 0) } else { None };
@@ -8748,10 +8753,10 @@ pub unsafe extern "C" fn PMPI_Type_create_subarray(ndims: c_int, size_array: *co
     counted_PMPI_Type_create_subarray(ndims, size_array, subsize_array, start_array, order, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized");
+pub const NEXT_MPI_Type_create_resized: Next = Next::new(c"PMPI_Type_create_resized", &ADDRESSES[217]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_create_resized(via_pmpi: bool, general: bool, oldtype: MPI_Datatype, lb: MPI_Aint, extent: MPI_Aint, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_create_resized, general, false) else { return general_MPI_Type_create_resized(oldtype, lb, extent, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, MPI_Aint, MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(oldtype, lb, extent, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_create_resized, std::ptr::null(), 0) } else { None };
@@ -8785,10 +8790,10 @@ pub unsafe extern "C" fn PMPI_Type_create_resized(oldtype: MPI_Datatype, lb: MPI
     counted_PMPI_Type_create_resized(oldtype, lb, extent, newtype)
 }
 
-pub static NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr");
+pub const NEXT_MPI_Type_delete_attr: Next = Next::new(c"PMPI_Type_delete_attr", &ADDRESSES[218]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_delete_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_delete_attr, general, false) else { return general_MPI_Type_delete_attr(r#type, type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_delete_attr, std::ptr::null(), 0) } else { None };
@@ -8822,10 +8827,10 @@ pub unsafe extern "C" fn PMPI_Type_delete_attr(r#type: MPI_Datatype, type_keyval
     counted_PMPI_Type_delete_attr(r#type, type_keyval)
 }
 
-pub static NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup");
+pub const NEXT_MPI_Type_dup: Next = Next::new(c"PMPI_Type_dup", &ADDRESSES[219]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_dup(via_pmpi: bool, general: bool, r#type: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_dup, general, false) else { return general_MPI_Type_dup(r#type, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_dup, std::ptr::null(), 0) } else { None };
@@ -8859,10 +8864,10 @@ pub unsafe extern "C" fn PMPI_Type_dup(r#type: MPI_Datatype, newtype: *mut MPI_D
     counted_PMPI_Type_dup(r#type, newtype)
 }
 
-pub static NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free");
+pub const NEXT_MPI_Type_free: Next = Next::new(c"PMPI_Type_free", &ADDRESSES[220]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free(via_pmpi: bool, general: bool, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_free, general, false) else { return general_MPI_Type_free(r#type, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(r#type);
@@ -8901,10 +8906,10 @@ pub unsafe extern "C" fn PMPI_Type_free(r#type: *mut MPI_Datatype) -> c_int {
     counted_PMPI_Type_free(r#type)
 }
 
-pub static NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval");
+pub const NEXT_MPI_Type_free_keyval: Next = Next::new(c"PMPI_Type_free_keyval", &ADDRESSES[221]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_free_keyval(via_pmpi: bool, general: bool, type_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_free_keyval, general, false) else { return general_MPI_Type_free_keyval(type_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(type_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_free_keyval, std::ptr::null(), 0) } else { None };
@@ -8938,10 +8943,10 @@ pub unsafe extern "C" fn PMPI_Type_free_keyval(type_keyval: *mut c_int) -> c_int
     counted_PMPI_Type_free_keyval(type_keyval)
 }
 
-pub static NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr");
+pub const NEXT_MPI_Type_get_attr: Next = Next::new(c"PMPI_Type_get_attr", &ADDRESSES[222]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_attr, general, false) else { return general_MPI_Type_get_attr(r#type, type_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_attr, std::ptr::null(), 0) } else { None };
@@ -8975,10 +8980,10 @@ pub unsafe extern "C" fn PMPI_Type_get_attr(r#type: MPI_Datatype, type_keyval: c
     counted_PMPI_Type_get_attr(r#type, type_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents");
+pub const NEXT_MPI_Type_get_contents: Next = Next::new(c"PMPI_Type_get_contents", &ADDRESSES[223]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_contents(via_pmpi: bool, general: bool, mtype: MPI_Datatype, max_integers: c_int, max_addresses: c_int, max_datatypes: c_int, array_of_integers: *mut c_int, array_of_addresses: *mut MPI_Aint, array_of_datatypes: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_contents, general, false) else { return general_MPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_contents, std::ptr::null(), 0) } else { None };
@@ -9012,10 +9017,10 @@ pub unsafe extern "C" fn PMPI_Type_get_contents(mtype: MPI_Datatype, max_integer
     counted_PMPI_Type_get_contents(mtype, max_integers, max_addresses, max_datatypes, array_of_integers, array_of_addresses, array_of_datatypes)
 }
 
-pub static NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope");
+pub const NEXT_MPI_Type_get_envelope: Next = Next::new(c"PMPI_Type_get_envelope", &ADDRESSES[224]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_envelope(via_pmpi: bool, general: bool, r#type: MPI_Datatype, num_integers: *mut c_int, num_addresses: *mut c_int, num_datatypes: *mut c_int, combiner: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_envelope, general, false) else { return general_MPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, num_integers, num_addresses, num_datatypes, combiner) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_envelope, std::ptr::null(), 0) } else { None };
@@ -9049,10 +9054,10 @@ pub unsafe extern "C" fn PMPI_Type_get_envelope(r#type: MPI_Datatype, num_intege
     counted_PMPI_Type_get_envelope(r#type, num_integers, num_addresses, num_datatypes, combiner)
 }
 
-pub static NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent");
+pub const NEXT_MPI_Type_get_extent: Next = Next::new(c"PMPI_Type_get_extent", &ADDRESSES[225]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Aint, extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_extent, general, false) else { return general_MPI_Type_get_extent(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent, std::ptr::null(), 0) } else { None };
@@ -9086,10 +9091,10 @@ pub unsafe extern "C" fn PMPI_Type_get_extent(r#type: MPI_Datatype, lb: *mut MPI
     counted_PMPI_Type_get_extent(r#type, lb, extent)
 }
 
-pub static NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x");
+pub const NEXT_MPI_Type_get_extent_x: Next = Next::new(c"PMPI_Type_get_extent_x", &ADDRESSES[226]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_extent_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, lb: *mut MPI_Count, extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_extent_x, general, false) else { return general_MPI_Type_get_extent_x(r#type, lb, extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, lb, extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_extent_x, std::ptr::null(), 0) } else { None };
@@ -9123,10 +9128,10 @@ pub unsafe extern "C" fn PMPI_Type_get_extent_x(r#type: MPI_Datatype, lb: *mut M
     counted_PMPI_Type_get_extent_x(r#type, lb, extent)
 }
 
-pub static NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name");
+pub const NEXT_MPI_Type_get_name: Next = Next::new(c"PMPI_Type_get_name", &ADDRESSES[227]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_name, general, false) else { return general_MPI_Type_get_name(r#type, type_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_name, std::ptr::null(), 0) } else { None };
@@ -9160,10 +9165,10 @@ pub unsafe extern "C" fn PMPI_Type_get_name(r#type: MPI_Datatype, type_name: *mu
     counted_PMPI_Type_get_name(r#type, type_name, resultlen)
 }
 
-pub static NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent");
+pub const NEXT_MPI_Type_get_true_extent: Next = Next::new(c"PMPI_Type_get_true_extent", &ADDRESSES[228]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Aint, true_extent: *mut MPI_Aint) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_true_extent, general, false) else { return general_MPI_Type_get_true_extent(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent, std::ptr::null(), 0) } else { None };
@@ -9197,10 +9202,10 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent(datatype: MPI_Datatype, true_
     counted_PMPI_Type_get_true_extent(datatype, true_lb, true_extent)
 }
 
-pub static NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x");
+pub const NEXT_MPI_Type_get_true_extent_x: Next = Next::new(c"PMPI_Type_get_true_extent_x", &ADDRESSES[229]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_get_true_extent_x(via_pmpi: bool, general: bool, datatype: MPI_Datatype, true_lb: *mut MPI_Count, true_extent: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_get_true_extent_x, general, false) else { return general_MPI_Type_get_true_extent_x(datatype, true_lb, true_extent, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datatype, true_lb, true_extent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_get_true_extent_x, std::ptr::null(), 0) } else { None };
@@ -9234,10 +9239,10 @@ pub unsafe extern "C" fn PMPI_Type_get_true_extent_x(datatype: MPI_Datatype, tru
     counted_PMPI_Type_get_true_extent_x(datatype, true_lb, true_extent)
 }
 
-pub static NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed");
+pub const NEXT_MPI_Type_indexed: Next = Next::new(c"PMPI_Type_indexed", &ADDRESSES[230]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_indexed(via_pmpi: bool, general: bool, count: c_int, array_of_blocklengths: *const c_int, array_of_displacements: *const c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_indexed, general, false) else { return general_MPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_int, *const c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_blocklengths, array_of_displacements, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_indexed, std::ptr::null(), 0) } else { None };
@@ -9271,10 +9276,10 @@ pub unsafe extern "C" fn PMPI_Type_indexed(count: c_int, array_of_blocklengths: 
     counted_PMPI_Type_indexed(count, array_of_blocklengths, array_of_displacements, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size");
+pub const NEXT_MPI_Type_match_size: Next = Next::new(c"PMPI_Type_match_size", &ADDRESSES[231]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_match_size(via_pmpi: bool, general: bool, typeclass: c_int, size: c_int, r#type: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_match_size, general, false) else { return general_MPI_Type_match_size(typeclass, size, r#type, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(typeclass, size, r#type) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_match_size, std::ptr::null(), 0) } else { None };
@@ -9308,10 +9313,10 @@ pub unsafe extern "C" fn PMPI_Type_match_size(typeclass: c_int, size: c_int, r#t
     counted_PMPI_Type_match_size(typeclass, size, r#type)
 }
 
-pub static NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr");
+pub const NEXT_MPI_Type_set_attr: Next = Next::new(c"PMPI_Type_set_attr", &ADDRESSES[232]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_attr(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_keyval: c_int, attr_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_set_attr, general, false) else { return general_MPI_Type_set_attr(r#type, type_keyval, attr_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_keyval, attr_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_attr, std::ptr::null(), 0) } else { None };
@@ -9345,10 +9350,10 @@ pub unsafe extern "C" fn PMPI_Type_set_attr(r#type: MPI_Datatype, type_keyval: c
     counted_PMPI_Type_set_attr(r#type, type_keyval, attr_val)
 }
 
-pub static NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name");
+pub const NEXT_MPI_Type_set_name: Next = Next::new(c"PMPI_Type_set_name", &ADDRESSES[233]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_set_name(via_pmpi: bool, general: bool, r#type: MPI_Datatype, type_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_set_name, general, false) else { return general_MPI_Type_set_name(r#type, type_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, type_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_set_name, std::ptr::null(), 0) } else { None };
@@ -9382,10 +9387,10 @@ pub unsafe extern "C" fn PMPI_Type_set_name(r#type: MPI_Datatype, type_name: *co
     counted_PMPI_Type_set_name(r#type, type_name)
 }
 
-pub static NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size");
+pub const NEXT_MPI_Type_size: Next = Next::new(c"PMPI_Type_size", &ADDRESSES[234]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_size, general, false) else { return general_MPI_Type_size(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size, std::ptr::null(), 0) } else { None };
@@ -9419,10 +9424,10 @@ pub unsafe extern "C" fn PMPI_Type_size(r#type: MPI_Datatype, size: *mut c_int) 
     counted_PMPI_Type_size(r#type, size)
 }
 
-pub static NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x");
+pub const NEXT_MPI_Type_size_x: Next = Next::new(c"PMPI_Type_size_x", &ADDRESSES[235]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_size_x(via_pmpi: bool, general: bool, r#type: MPI_Datatype, size: *mut MPI_Count) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_size_x, general, false) else { return general_MPI_Type_size_x(r#type, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Datatype, *mut MPI_Count) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(r#type, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_size_x, std::ptr::null(), 0) } else { None };
@@ -9456,10 +9461,10 @@ pub unsafe extern "C" fn PMPI_Type_size_x(r#type: MPI_Datatype, size: *mut MPI_C
     counted_PMPI_Type_size_x(r#type, size)
 }
 
-pub static NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector");
+pub const NEXT_MPI_Type_vector: Next = Next::new(c"PMPI_Type_vector", &ADDRESSES[236]);
 #[inline(always)]
 unsafe fn wrap_MPI_Type_vector(via_pmpi: bool, general: bool, count: c_int, blocklength: c_int, stride: c_int, oldtype: MPI_Datatype, newtype: *mut MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Type_vector, general, false) else { return general_MPI_Type_vector(count, blocklength, stride, oldtype, newtype, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, c_int, MPI_Datatype, *mut MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, blocklength, stride, oldtype, newtype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Type_vector, std::ptr::null(), 0) } else { None };
@@ -9493,10 +9498,10 @@ pub unsafe extern "C" fn PMPI_Type_vector(count: c_int, blocklength: c_int, stri
     counted_PMPI_Type_vector(count, blocklength, stride, oldtype, newtype)
 }
 
-pub static NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack");
+pub const NEXT_MPI_Unpack: Next = Next::new(c"PMPI_Unpack", &ADDRESSES[237]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack(via_pmpi: bool, general: bool, inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype, comm: MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack, general, false) else { return general_MPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(inbuf, insize, position, outbuf, outcount, datatype, comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack, std::ptr::null(), 0) } else { None };
@@ -9530,10 +9535,10 @@ pub unsafe extern "C" fn PMPI_Unpack(inbuf: *const c_void, insize: c_int, positi
     counted_PMPI_Unpack(inbuf, insize, position, outbuf, outcount, datatype, comm)
 }
 
-pub static NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external");
+pub const NEXT_MPI_Unpack_external: Next = Next::new(c"PMPI_Unpack_external", &ADDRESSES[238]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpack_external(via_pmpi: bool, general: bool, datarep: *const c_char, inbuf: *const c_void, insize: MPI_Aint, position: *mut MPI_Aint, outbuf: *mut c_void, outcount: c_int, datatype: MPI_Datatype) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpack_external, general, false) else { return general_MPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *const c_void, MPI_Aint, *mut MPI_Aint, *mut c_void, c_int, MPI_Datatype) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(datarep, inbuf, insize, position, outbuf, outcount, datatype) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpack_external, std::ptr::null(), 0) } else { None };
@@ -9567,10 +9572,10 @@ pub unsafe extern "C" fn PMPI_Unpack_external(datarep: *const c_char, inbuf: *co
     counted_PMPI_Unpack_external(datarep, inbuf, insize, position, outbuf, outcount, datatype)
 }
 
-pub static NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port");
+pub const NEXT_MPI_Close_port: Next = Next::new(c"PMPI_Close_port", &ADDRESSES[239]);
 #[inline(always)]
 unsafe fn wrap_MPI_Close_port(via_pmpi: bool, general: bool, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Close_port, general, false) else { return general_MPI_Close_port(port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Close_port, std::ptr::null(), 0) } else { None };
@@ -9604,10 +9609,10 @@ pub unsafe extern "C" fn PMPI_Close_port(port_name: *const c_char) -> c_int {
     counted_PMPI_Close_port(port_name)
 }
 
-pub static NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept");
+pub const NEXT_MPI_Comm_accept: Next = Next::new(c"PMPI_Comm_accept", &ADDRESSES[240]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_accept(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_accept, general, false) else { return general_MPI_Comm_accept(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_accept, std::ptr::null(), 0) } else { None };
@@ -9641,10 +9646,10 @@ pub unsafe extern "C" fn PMPI_Comm_accept(port_name: *const c_char, info: MPI_In
     counted_PMPI_Comm_accept(port_name, info, root, comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler");
+pub const NEXT_MPI_Comm_call_errhandler: Next = Next::new(c"PMPI_Comm_call_errhandler", &ADDRESSES[241]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_call_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_call_errhandler, general, false) else { return general_MPI_Comm_call_errhandler(comm, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_call_errhandler, std::ptr::null(), 0) } else { None };
@@ -9678,10 +9683,10 @@ pub unsafe extern "C" fn PMPI_Comm_call_errhandler(comm: MPI_Comm, errorcode: c_
     counted_PMPI_Comm_call_errhandler(comm, errorcode)
 }
 
-pub static NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare");
+pub const NEXT_MPI_Comm_compare: Next = Next::new(c"PMPI_Comm_compare", &ADDRESSES[242]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_compare(via_pmpi: bool, general: bool, comm1: MPI_Comm, comm2: MPI_Comm, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_compare, general, false) else { return general_MPI_Comm_compare(comm1, comm2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm1, comm2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_compare, std::ptr::null(), 0) } else { None };
@@ -9715,10 +9720,10 @@ pub unsafe extern "C" fn PMPI_Comm_compare(comm1: MPI_Comm, comm2: MPI_Comm, res
     counted_PMPI_Comm_compare(comm1, comm2, result)
 }
 
-pub static NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect");
+pub const NEXT_MPI_Comm_connect: Next = Next::new(c"PMPI_Comm_connect", &ADDRESSES[243]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_connect(via_pmpi: bool, general: bool, port_name: *const c_char, info: MPI_Info, root: c_int, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_connect, general, false) else { return general_MPI_Comm_connect(port_name, info, root, comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(port_name, info, root, comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_connect, std::ptr::null(), 0) } else { None };
@@ -9752,10 +9757,10 @@ pub unsafe extern "C" fn PMPI_Comm_connect(port_name: *const c_char, info: MPI_I
     counted_PMPI_Comm_connect(port_name, info, root, comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler");
+pub const NEXT_MPI_Comm_create_errhandler: Next = Next::new(c"PMPI_Comm_create_errhandler", &ADDRESSES[244]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_errhandler(via_pmpi: bool, general: bool, function: MPI_Comm_errhandler_function, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_errhandler, general, false) else { return general_MPI_Comm_create_errhandler(function, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_errhandler_function, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_errhandler, std::ptr::null(), 0) } else { None };
@@ -9789,10 +9794,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_errhandler(function: MPI_Comm_errhandl
     counted_PMPI_Comm_create_errhandler(function, errhandler)
 }
 
-pub static NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval");
+pub const NEXT_MPI_Comm_create_keyval: Next = Next::new(c"PMPI_Comm_create_keyval", &ADDRESSES[245]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_keyval(via_pmpi: bool, general: bool, comm_copy_attr_fn: MPI_Comm_copy_attr_function, comm_delete_attr_fn: MPI_Comm_delete_attr_function, comm_keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_keyval, general, false) else { return general_MPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm_copy_attr_function, MPI_Comm_delete_attr_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_keyval, std::ptr::null(), 0) } else { None };
@@ -9826,10 +9831,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_keyval(comm_copy_attr_fn: MPI_Comm_cop
     counted_PMPI_Comm_create_keyval(comm_copy_attr_fn, comm_delete_attr_fn, comm_keyval, extra_state)
 }
 
-pub static NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group");
+pub const NEXT_MPI_Comm_create_group: Next = Next::new(c"PMPI_Comm_create_group", &ADDRESSES[246]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, tag: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create_group, general, false) else { return general_MPI_Comm_create_group(comm, group, tag, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, tag, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create_group, std::ptr::null(), 0) } else { None };
@@ -9863,10 +9868,10 @@ pub unsafe extern "C" fn PMPI_Comm_create_group(comm: MPI_Comm, group: MPI_Group
     counted_PMPI_Comm_create_group(comm, group, tag, newcomm)
 }
 
-pub static NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create");
+pub const NEXT_MPI_Comm_create: Next = Next::new(c"PMPI_Comm_create", &ADDRESSES[247]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_create(via_pmpi: bool, general: bool, comm: MPI_Comm, group: MPI_Group, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_create, general, false) else { return general_MPI_Comm_create(comm, group, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Group, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_create, std::ptr::null(), 0) } else { None };
@@ -9900,10 +9905,10 @@ pub unsafe extern "C" fn PMPI_Comm_create(comm: MPI_Comm, group: MPI_Group, newc
     counted_PMPI_Comm_create(comm, group, newcomm)
 }
 
-pub static NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr");
+pub const NEXT_MPI_Comm_delete_attr: Next = Next::new(c"PMPI_Comm_delete_attr", &ADDRESSES[248]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_delete_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_delete_attr, general, false) else { return general_MPI_Comm_delete_attr(comm, comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_delete_attr, std::ptr::null(), 0) } else { None };
@@ -9937,10 +9942,10 @@ pub unsafe extern "C" fn PMPI_Comm_delete_attr(comm: MPI_Comm, comm_keyval: c_in
     counted_PMPI_Comm_delete_attr(comm, comm_keyval)
 }
 
-pub static NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect");
+pub const NEXT_MPI_Comm_disconnect: Next = Next::new(c"PMPI_Comm_disconnect", &ADDRESSES[249]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_disconnect(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_disconnect, general, false) else { return general_MPI_Comm_disconnect(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -9979,10 +9984,10 @@ pub unsafe extern "C" fn PMPI_Comm_disconnect(comm: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_disconnect(comm)
 }
 
-pub static NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup");
+pub const NEXT_MPI_Comm_dup: Next = Next::new(c"PMPI_Comm_dup", &ADDRESSES[250]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_dup, general, false) else { return general_MPI_Comm_dup(comm, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup, std::ptr::null(), 0) } else { None };
@@ -10016,10 +10021,10 @@ pub unsafe extern "C" fn PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) -
     counted_PMPI_Comm_dup(comm, newcomm)
 }
 
-pub static NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup");
+pub const NEXT_MPI_Comm_idup: Next = Next::new(c"PMPI_Comm_idup", &ADDRESSES[251]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_idup(via_pmpi: bool, general: bool, comm: MPI_Comm, newcomm: *mut MPI_Comm, request: *mut MPI_Request) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_idup, general, false) else { return general_MPI_Comm_idup(comm, newcomm, request, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Comm, *mut MPI_Request) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, newcomm, request) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_idup, std::ptr::null(), 0) } else { None };
@@ -10053,10 +10058,10 @@ pub unsafe extern "C" fn PMPI_Comm_idup(comm: MPI_Comm, newcomm: *mut MPI_Comm, 
     counted_PMPI_Comm_idup(comm, newcomm, request)
 }
 
-pub static NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info");
+pub const NEXT_MPI_Comm_dup_with_info: Next = Next::new(c"PMPI_Comm_dup_with_info", &ADDRESSES[252]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_dup_with_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_dup_with_info, general, false) else { return general_MPI_Comm_dup_with_info(comm, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_dup_with_info, std::ptr::null(), 0) } else { None };
@@ -10090,10 +10095,10 @@ pub unsafe extern "C" fn PMPI_Comm_dup_with_info(comm: MPI_Comm, info: MPI_Info,
     counted_PMPI_Comm_dup_with_info(comm, info, newcomm)
 }
 
-pub static NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval");
+pub const NEXT_MPI_Comm_free_keyval: Next = Next::new(c"PMPI_Comm_free_keyval", &ADDRESSES[253]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free_keyval(via_pmpi: bool, general: bool, comm_keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_free_keyval, general, false) else { return general_MPI_Comm_free_keyval(comm_keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_free_keyval, std::ptr::null(), 0) } else { None };
@@ -10127,10 +10132,10 @@ pub unsafe extern "C" fn PMPI_Comm_free_keyval(comm_keyval: *mut c_int) -> c_int
     counted_PMPI_Comm_free_keyval(comm_keyval)
 }
 
-pub static NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free");
+pub const NEXT_MPI_Comm_free: Next = Next::new(c"PMPI_Comm_free", &ADDRESSES[254]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_free(via_pmpi: bool, general: bool, comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_free, general, false) else { return general_MPI_Comm_free(comm, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(comm);
@@ -10169,10 +10174,10 @@ pub unsafe extern "C" fn PMPI_Comm_free(comm: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_free(comm)
 }
 
-pub static NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr");
+pub const NEXT_MPI_Comm_get_attr: Next = Next::new(c"PMPI_Comm_get_attr", &ADDRESSES[255]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_attr, general, false) else { return general_MPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_attr, std::ptr::null(), 0) } else { None };
@@ -10206,10 +10211,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_attr(comm: MPI_Comm, comm_keyval: c_int, 
     counted_PMPI_Comm_get_attr(comm, comm_keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler");
+pub const NEXT_MPI_Comm_get_errhandler: Next = Next::new(c"PMPI_Comm_get_errhandler", &ADDRESSES[256]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, erhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_errhandler, general, false) else { return general_MPI_Comm_get_errhandler(comm, erhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, erhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_errhandler, std::ptr::null(), 0) } else { None };
@@ -10243,10 +10248,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_errhandler(comm: MPI_Comm, erhandler: *mu
     counted_PMPI_Comm_get_errhandler(comm, erhandler)
 }
 
-pub static NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info");
+pub const NEXT_MPI_Comm_get_info: Next = Next::new(c"PMPI_Comm_get_info", &ADDRESSES[257]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info_used: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_info, general, false) else { return general_MPI_Comm_get_info(comm, info_used, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info_used) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_info, std::ptr::null(), 0) } else { None };
@@ -10280,10 +10285,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_info(comm: MPI_Comm, info_used: *mut MPI_
     counted_PMPI_Comm_get_info(comm, info_used)
 }
 
-pub static NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name");
+pub const NEXT_MPI_Comm_get_name: Next = Next::new(c"PMPI_Comm_get_name", &ADDRESSES[258]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_name, general, false) else { return general_MPI_Comm_get_name(comm, comm_name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_name, std::ptr::null(), 0) } else { None };
@@ -10317,10 +10322,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_name(comm: MPI_Comm, comm_name: *mut c_ch
     counted_PMPI_Comm_get_name(comm, comm_name, resultlen)
 }
 
-pub static NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent");
+pub const NEXT_MPI_Comm_get_parent: Next = Next::new(c"PMPI_Comm_get_parent", &ADDRESSES[259]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_get_parent(via_pmpi: bool, general: bool, parent: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_get_parent, general, false) else { return general_MPI_Comm_get_parent(parent, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(parent) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_get_parent, std::ptr::null(), 0) } else { None };
@@ -10354,10 +10359,10 @@ pub unsafe extern "C" fn PMPI_Comm_get_parent(parent: *mut MPI_Comm) -> c_int {
     counted_PMPI_Comm_get_parent(parent)
 }
 
-pub static NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group");
+pub const NEXT_MPI_Comm_group: Next = Next::new(c"PMPI_Comm_group", &ADDRESSES[260]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_group, general, false) else { return general_MPI_Comm_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_group, std::ptr::null(), 0) } else { None };
@@ -10391,10 +10396,10 @@ pub unsafe extern "C" fn PMPI_Comm_group(comm: MPI_Comm, group: *mut MPI_Group) 
     counted_PMPI_Comm_group(comm, group)
 }
 
-pub static NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join");
+pub const NEXT_MPI_Comm_join: Next = Next::new(c"PMPI_Comm_join", &ADDRESSES[261]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_join(via_pmpi: bool, general: bool, fd: c_int, intercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_join, general, false) else { return general_MPI_Comm_join(fd, intercomm, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(fd, intercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_join, std::ptr::null(), 0) } else { None };
@@ -10428,10 +10433,10 @@ pub unsafe extern "C" fn PMPI_Comm_join(fd: c_int, intercomm: *mut MPI_Comm) -> 
     counted_PMPI_Comm_join(fd, intercomm)
 }
 
-pub static NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank");
+pub const NEXT_MPI_Comm_rank: Next = Next::new(c"PMPI_Comm_rank", &ADDRESSES[262]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_rank, general, true) else { return general_MPI_Comm_rank(comm, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_rank, std::ptr::null(), 0) } else { None };
@@ -10470,10 +10475,10 @@ pub unsafe extern "C" fn PMPI_Comm_rank(comm: MPI_Comm, rank: *mut c_int) -> c_i
     counted_PMPI_Comm_rank(comm, rank)
 }
 
-pub static NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group");
+pub const NEXT_MPI_Comm_remote_group: Next = Next::new(c"PMPI_Comm_remote_group", &ADDRESSES[263]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_group(via_pmpi: bool, general: bool, comm: MPI_Comm, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_remote_group, general, false) else { return general_MPI_Comm_remote_group(comm, group, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_group, std::ptr::null(), 0) } else { None };
@@ -10507,10 +10512,10 @@ pub unsafe extern "C" fn PMPI_Comm_remote_group(comm: MPI_Comm, group: *mut MPI_
     counted_PMPI_Comm_remote_group(comm, group)
 }
 
-pub static NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size");
+pub const NEXT_MPI_Comm_remote_size: Next = Next::new(c"PMPI_Comm_remote_size", &ADDRESSES[264]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_remote_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_remote_size, general, false) else { return general_MPI_Comm_remote_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_remote_size, std::ptr::null(), 0) } else { None };
@@ -10544,10 +10549,10 @@ pub unsafe extern "C" fn PMPI_Comm_remote_size(comm: MPI_Comm, size: *mut c_int)
     counted_PMPI_Comm_remote_size(comm, size)
 }
 
-pub static NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr");
+pub const NEXT_MPI_Comm_set_attr: Next = Next::new(c"PMPI_Comm_set_attr", &ADDRESSES[265]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_attr(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_attr, general, false) else { return general_MPI_Comm_set_attr(comm, comm_keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_attr, std::ptr::null(), 0) } else { None };
@@ -10581,10 +10586,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_attr(comm: MPI_Comm, comm_keyval: c_int, 
     counted_PMPI_Comm_set_attr(comm, comm_keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler");
+pub const NEXT_MPI_Comm_set_errhandler: Next = Next::new(c"PMPI_Comm_set_errhandler", &ADDRESSES[266]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_errhandler(via_pmpi: bool, general: bool, comm: MPI_Comm, errhandler: MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_errhandler, general, false) else { return general_MPI_Comm_set_errhandler(comm, errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_errhandler, std::ptr::null(), 0) } else { None };
@@ -10618,10 +10623,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_errhandler(comm: MPI_Comm, errhandler: MP
     counted_PMPI_Comm_set_errhandler(comm, errhandler)
 }
 
-pub static NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info");
+pub const NEXT_MPI_Comm_set_info: Next = Next::new(c"PMPI_Comm_set_info", &ADDRESSES[267]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_info(via_pmpi: bool, general: bool, comm: MPI_Comm, info: MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_info, general, false) else { return general_MPI_Comm_set_info(comm, info, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_info, std::ptr::null(), 0) } else { None };
@@ -10655,10 +10660,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_info(comm: MPI_Comm, info: MPI_Info) -> c
     counted_PMPI_Comm_set_info(comm, info)
 }
 
-pub static NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name");
+pub const NEXT_MPI_Comm_set_name: Next = Next::new(c"PMPI_Comm_set_name", &ADDRESSES[268]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_set_name(via_pmpi: bool, general: bool, comm: MPI_Comm, comm_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_set_name, general, false) else { return general_MPI_Comm_set_name(comm, comm_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, comm_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_set_name, std::ptr::null(), 0) } else { None };
@@ -10692,10 +10697,10 @@ pub unsafe extern "C" fn PMPI_Comm_set_name(comm: MPI_Comm, comm_name: *const c_
     counted_PMPI_Comm_set_name(comm, comm_name)
 }
 
-pub static NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size");
+pub const NEXT_MPI_Comm_size: Next = Next::new(c"PMPI_Comm_size", &ADDRESSES[269]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_size(via_pmpi: bool, general: bool, comm: MPI_Comm, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_size, general, true) else { return general_MPI_Comm_size(comm, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_size, std::ptr::null(), 0) } else { None };
@@ -10734,10 +10739,10 @@ pub unsafe extern "C" fn PMPI_Comm_size(comm: MPI_Comm, size: *mut c_int) -> c_i
     counted_PMPI_Comm_size(comm, size)
 }
 
-pub static NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn");
+pub const NEXT_MPI_Comm_spawn: Next = Next::new(c"PMPI_Comm_spawn", &ADDRESSES[270]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn(via_pmpi: bool, general: bool, command: *const c_char, argv: *mut *mut c_char, maxprocs: c_int, info: MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_spawn, general, false) else { return general_MPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut *mut c_char, c_int, MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn, std::ptr::null(), 0) } else { None };
@@ -10771,10 +10776,10 @@ pub unsafe extern "C" fn PMPI_Comm_spawn(command: *const c_char, argv: *mut *mut
     counted_PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, array_of_errcodes)
 }
 
-pub static NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple");
+pub const NEXT_MPI_Comm_spawn_multiple: Next = Next::new(c"PMPI_Comm_spawn_multiple", &ADDRESSES[271]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_spawn_multiple(via_pmpi: bool, general: bool, count: c_int, array_of_commands: *mut *mut c_char, array_of_argv: *mut *mut *mut c_char, array_of_maxprocs: *const c_int, array_of_info: *const MPI_Info, root: c_int, comm: MPI_Comm, intercomm: *mut MPI_Comm, array_of_errcodes: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_spawn_multiple, general, false) else { return general_MPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut *mut c_char, *mut *mut *mut c_char, *const c_int, *const MPI_Info, c_int, MPI_Comm, *mut MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_spawn_multiple, std::ptr::null(), 0) } else { None };
@@ -10808,10 +10813,10 @@ pub unsafe extern "C" fn PMPI_Comm_spawn_multiple(count: c_int, array_of_command
     counted_PMPI_Comm_spawn_multiple(count, array_of_commands, array_of_argv, array_of_maxprocs, array_of_info, root, comm, intercomm, array_of_errcodes)
 }
 
-pub static NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split");
+pub const NEXT_MPI_Comm_split: Next = Next::new(c"PMPI_Comm_split", &ADDRESSES[272]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split(via_pmpi: bool, general: bool, comm: MPI_Comm, color: c_int, key: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_split, general, false) else { return general_MPI_Comm_split(comm, color, key, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, color, key, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split, std::ptr::null(), 0) } else { None };
@@ -10845,10 +10850,10 @@ pub unsafe extern "C" fn PMPI_Comm_split(comm: MPI_Comm, color: c_int, key: c_in
     counted_PMPI_Comm_split(comm, color, key, newcomm)
 }
 
-pub static NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type");
+pub const NEXT_MPI_Comm_split_type: Next = Next::new(c"PMPI_Comm_split_type", &ADDRESSES[273]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_split_type(via_pmpi: bool, general: bool, comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_split_type, general, false) else { return general_MPI_Comm_split_type(comm, split_type, key, info, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, split_type, key, info, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_split_type, std::ptr::null(), 0) } else { None };
@@ -10882,10 +10887,10 @@ pub unsafe extern "C" fn PMPI_Comm_split_type(comm: MPI_Comm, split_type: c_int,
     counted_PMPI_Comm_split_type(comm, split_type, key, info, newcomm)
 }
 
-pub static NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter");
+pub const NEXT_MPI_Comm_test_inter: Next = Next::new(c"PMPI_Comm_test_inter", &ADDRESSES[274]);
 #[inline(always)]
 unsafe fn wrap_MPI_Comm_test_inter(via_pmpi: bool, general: bool, comm: MPI_Comm, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Comm_test_inter, general, false) else { return general_MPI_Comm_test_inter(comm, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Comm_test_inter, std::ptr::null(), 0) } else { None };
@@ -10919,10 +10924,10 @@ pub unsafe extern "C" fn PMPI_Comm_test_inter(comm: MPI_Comm, flag: *mut c_int) 
     counted_PMPI_Comm_test_inter(comm, flag)
 }
 
-pub static NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free");
+pub const NEXT_MPI_Errhandler_free: Next = Next::new(c"PMPI_Errhandler_free", &ADDRESSES[275]);
 #[inline(always)]
 unsafe fn wrap_MPI_Errhandler_free(via_pmpi: bool, general: bool, errhandler: *mut MPI_Errhandler) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Errhandler_free, general, false) else { return general_MPI_Errhandler_free(errhandler, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Errhandler) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errhandler) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Errhandler_free, std::ptr::null(), 0) } else { None };
@@ -10956,10 +10961,10 @@ pub unsafe extern "C" fn PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler) -
     counted_PMPI_Errhandler_free(errhandler)
 }
 
-pub static NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare");
+pub const NEXT_MPI_Group_compare: Next = Next::new(c"PMPI_Group_compare", &ADDRESSES[276]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_compare(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, result: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_compare, general, false) else { return general_MPI_Group_compare(group1, group2, result, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, result) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_compare, std::ptr::null(), 0) } else { None };
@@ -10993,10 +10998,10 @@ pub unsafe extern "C" fn PMPI_Group_compare(group1: MPI_Group, group2: MPI_Group
     counted_PMPI_Group_compare(group1, group2, result)
 }
 
-pub static NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference");
+pub const NEXT_MPI_Group_difference: Next = Next::new(c"PMPI_Group_difference", &ADDRESSES[277]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_difference(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_difference, general, false) else { return general_MPI_Group_difference(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_difference, std::ptr::null(), 0) } else { None };
@@ -11030,10 +11035,10 @@ pub unsafe extern "C" fn PMPI_Group_difference(group1: MPI_Group, group2: MPI_Gr
     counted_PMPI_Group_difference(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl");
+pub const NEXT_MPI_Group_excl: Next = Next::new(c"PMPI_Group_excl", &ADDRESSES[278]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_excl, general, false) else { return general_MPI_Group_excl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_excl, std::ptr::null(), 0) } else { None };
@@ -11067,10 +11072,10 @@ pub unsafe extern "C" fn PMPI_Group_excl(group: MPI_Group, n: c_int, ranks: *con
     counted_PMPI_Group_excl(group, n, ranks, newgroup)
 }
 
-pub static NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free");
+pub const NEXT_MPI_Group_free: Next = Next::new(c"PMPI_Group_free", &ADDRESSES[279]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_free(via_pmpi: bool, general: bool, group: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_free, general, false) else { return general_MPI_Group_free(group, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_free, std::ptr::null(), 0) } else { None };
@@ -11104,10 +11109,10 @@ pub unsafe extern "C" fn PMPI_Group_free(group: *mut MPI_Group) -> c_int {
     counted_PMPI_Group_free(group)
 }
 
-pub static NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl");
+pub const NEXT_MPI_Group_incl: Next = Next::new(c"PMPI_Group_incl", &ADDRESSES[280]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranks: *const c_int, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_incl, general, false) else { return general_MPI_Group_incl(group, n, ranks, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranks, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_incl, std::ptr::null(), 0) } else { None };
@@ -11141,10 +11146,10 @@ pub unsafe extern "C" fn PMPI_Group_incl(group: MPI_Group, n: c_int, ranks: *con
     counted_PMPI_Group_incl(group, n, ranks, newgroup)
 }
 
-pub static NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection");
+pub const NEXT_MPI_Group_intersection: Next = Next::new(c"PMPI_Group_intersection", &ADDRESSES[281]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_intersection(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_intersection, general, false) else { return general_MPI_Group_intersection(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_intersection, std::ptr::null(), 0) } else { None };
@@ -11178,10 +11183,10 @@ pub unsafe extern "C" fn PMPI_Group_intersection(group1: MPI_Group, group2: MPI_
     counted_PMPI_Group_intersection(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl");
+pub const NEXT_MPI_Group_range_excl: Next = Next::new(c"PMPI_Group_range_excl", &ADDRESSES[282]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_excl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_range_excl, general, false) else { return general_MPI_Group_range_excl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_excl, std::ptr::null(), 0) } else { None };
@@ -11215,10 +11220,10 @@ pub unsafe extern "C" fn PMPI_Group_range_excl(group: MPI_Group, n: c_int, range
     counted_PMPI_Group_range_excl(group, n, ranges, newgroup)
 }
 
-pub static NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl");
+pub const NEXT_MPI_Group_range_incl: Next = Next::new(c"PMPI_Group_range_incl", &ADDRESSES[283]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_range_incl(via_pmpi: bool, general: bool, group: MPI_Group, n: c_int, ranges: *mut [c_int; 3], newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_range_incl, general, false) else { return general_MPI_Group_range_incl(group, n, ranges, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *mut [c_int; 3], *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, n, ranges, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_range_incl, std::ptr::null(), 0) } else { None };
@@ -11252,10 +11257,10 @@ pub unsafe extern "C" fn PMPI_Group_range_incl(group: MPI_Group, n: c_int, range
     counted_PMPI_Group_range_incl(group, n, ranges, newgroup)
 }
 
-pub static NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank");
+pub const NEXT_MPI_Group_rank: Next = Next::new(c"PMPI_Group_rank", &ADDRESSES[284]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_rank(via_pmpi: bool, general: bool, group: MPI_Group, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_rank, general, false) else { return general_MPI_Group_rank(group, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_rank, std::ptr::null(), 0) } else { None };
@@ -11289,10 +11294,10 @@ pub unsafe extern "C" fn PMPI_Group_rank(group: MPI_Group, rank: *mut c_int) -> 
     counted_PMPI_Group_rank(group, rank)
 }
 
-pub static NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size");
+pub const NEXT_MPI_Group_size: Next = Next::new(c"PMPI_Group_size", &ADDRESSES[285]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_size(via_pmpi: bool, general: bool, group: MPI_Group, size: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_size, general, false) else { return general_MPI_Group_size(group, size, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group, size) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_size, std::ptr::null(), 0) } else { None };
@@ -11326,10 +11331,10 @@ pub unsafe extern "C" fn PMPI_Group_size(group: MPI_Group, size: *mut c_int) -> 
     counted_PMPI_Group_size(group, size)
 }
 
-pub static NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks");
+pub const NEXT_MPI_Group_translate_ranks: Next = Next::new(c"PMPI_Group_translate_ranks", &ADDRESSES[286]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_translate_ranks(via_pmpi: bool, general: bool, group1: MPI_Group, n: c_int, ranks1: *const c_int, group2: MPI_Group, ranks2: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_translate_ranks, general, false) else { return general_MPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, n, ranks1, group2, ranks2) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_translate_ranks, std::ptr::null(), 0) } else { None };
@@ -11363,10 +11368,10 @@ pub unsafe extern "C" fn PMPI_Group_translate_ranks(group1: MPI_Group, n: c_int,
     counted_PMPI_Group_translate_ranks(group1, n, ranks1, group2, ranks2)
 }
 
-pub static NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union");
+pub const NEXT_MPI_Group_union: Next = Next::new(c"PMPI_Group_union", &ADDRESSES[287]);
 #[inline(always)]
 unsafe fn wrap_MPI_Group_union(via_pmpi: bool, general: bool, group1: MPI_Group, group2: MPI_Group, newgroup: *mut MPI_Group) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Group_union, general, false) else { return general_MPI_Group_union(group1, group2, newgroup, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Group, MPI_Group, *mut MPI_Group) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(group1, group2, newgroup) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Group_union, std::ptr::null(), 0) } else { None };
@@ -11400,10 +11405,10 @@ pub unsafe extern "C" fn PMPI_Group_union(group1: MPI_Group, group2: MPI_Group, 
     counted_PMPI_Group_union(group1, group2, newgroup)
 }
 
-pub static NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create");
+pub const NEXT_MPI_Intercomm_create: Next = Next::new(c"PMPI_Intercomm_create", &ADDRESSES[288]);
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_create(via_pmpi: bool, general: bool, local_comm: MPI_Comm, local_leader: c_int, bridge_comm: MPI_Comm, remote_leader: c_int, tag: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Intercomm_create, general, false) else { return general_MPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_create, std::ptr::null(), 0) } else { None };
@@ -11437,10 +11442,10 @@ pub unsafe extern "C" fn PMPI_Intercomm_create(local_comm: MPI_Comm, local_leade
     counted_PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm)
 }
 
-pub static NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge");
+pub const NEXT_MPI_Intercomm_merge: Next = Next::new(c"PMPI_Intercomm_merge", &ADDRESSES[289]);
 #[inline(always)]
 unsafe fn wrap_MPI_Intercomm_merge(via_pmpi: bool, general: bool, intercomm: MPI_Comm, high: c_int, newintercomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Intercomm_merge, general, false) else { return general_MPI_Intercomm_merge(intercomm, high, newintercomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(intercomm, high, newintercomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Intercomm_merge, std::ptr::null(), 0) } else { None };
@@ -11474,10 +11479,10 @@ pub unsafe extern "C" fn PMPI_Intercomm_merge(intercomm: MPI_Comm, high: c_int, 
     counted_PMPI_Intercomm_merge(intercomm, high, newintercomm)
 }
 
-pub static NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name");
+pub const NEXT_MPI_Lookup_name: Next = Next::new(c"PMPI_Lookup_name", &ADDRESSES[290]);
 #[inline(always)]
 unsafe fn wrap_MPI_Lookup_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Lookup_name, general, false) else { return general_MPI_Lookup_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Lookup_name, std::ptr::null(), 0) } else { None };
@@ -11511,10 +11516,10 @@ pub unsafe extern "C" fn PMPI_Lookup_name(service_name: *const c_char, info: MPI
     counted_PMPI_Lookup_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port");
+pub const NEXT_MPI_Open_port: Next = Next::new(c"PMPI_Open_port", &ADDRESSES[291]);
 #[inline(always)]
 unsafe fn wrap_MPI_Open_port(via_pmpi: bool, general: bool, info: MPI_Info, port_name: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Open_port, general, false) else { return general_MPI_Open_port(info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Open_port, std::ptr::null(), 0) } else { None };
@@ -11548,10 +11553,10 @@ pub unsafe extern "C" fn PMPI_Open_port(info: MPI_Info, port_name: *mut c_char) 
     counted_PMPI_Open_port(info, port_name)
 }
 
-pub static NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name");
+pub const NEXT_MPI_Publish_name: Next = Next::new(c"PMPI_Publish_name", &ADDRESSES[292]);
 #[inline(always)]
 unsafe fn wrap_MPI_Publish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Publish_name, general, false) else { return general_MPI_Publish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Publish_name, std::ptr::null(), 0) } else { None };
@@ -11585,10 +11590,10 @@ pub unsafe extern "C" fn PMPI_Publish_name(service_name: *const c_char, info: MP
     counted_PMPI_Publish_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name");
+pub const NEXT_MPI_Unpublish_name: Next = Next::new(c"PMPI_Unpublish_name", &ADDRESSES[293]);
 #[inline(always)]
 unsafe fn wrap_MPI_Unpublish_name(via_pmpi: bool, general: bool, service_name: *const c_char, info: MPI_Info, port_name: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Unpublish_name, general, false) else { return general_MPI_Unpublish_name(service_name, info, port_name, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(service_name, info, port_name) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Unpublish_name, std::ptr::null(), 0) } else { None };
@@ -11622,10 +11627,10 @@ pub unsafe extern "C" fn PMPI_Unpublish_name(service_name: *const c_char, info: 
     counted_PMPI_Unpublish_name(service_name, info, port_name)
 }
 
-pub static NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete");
+pub const NEXT_MPI_Attr_delete: Next = Next::new(c"PMPI_Attr_delete", &ADDRESSES[294]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_delete(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_delete, general, false) else { return general_MPI_Attr_delete(comm, keyval, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_delete, std::ptr::null(), 0) } else { None };
@@ -11659,10 +11664,10 @@ pub unsafe extern "C" fn PMPI_Attr_delete(comm: MPI_Comm, keyval: c_int) -> c_in
     counted_PMPI_Attr_delete(comm, keyval)
 }
 
-pub static NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get");
+pub const NEXT_MPI_Attr_get: Next = Next::new(c"PMPI_Attr_get", &ADDRESSES[295]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_get(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_get, general, false) else { return general_MPI_Attr_get(comm, keyval, attribute_val, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_get, std::ptr::null(), 0) } else { None };
@@ -11696,10 +11701,10 @@ pub unsafe extern "C" fn PMPI_Attr_get(comm: MPI_Comm, keyval: c_int, attribute_
     counted_PMPI_Attr_get(comm, keyval, attribute_val, flag)
 }
 
-pub static NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put");
+pub const NEXT_MPI_Attr_put: Next = Next::new(c"PMPI_Attr_put", &ADDRESSES[296]);
 #[inline(always)]
 unsafe fn wrap_MPI_Attr_put(via_pmpi: bool, general: bool, comm: MPI_Comm, keyval: c_int, attribute_val: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Attr_put, general, false) else { return general_MPI_Attr_put(comm, keyval, attribute_val, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, keyval, attribute_val) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Attr_put, std::ptr::null(), 0) } else { None };
@@ -11733,10 +11738,10 @@ pub unsafe extern "C" fn PMPI_Attr_put(comm: MPI_Comm, keyval: c_int, attribute_
     counted_PMPI_Attr_put(comm, keyval, attribute_val)
 }
 
-pub static NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create");
+pub const NEXT_MPI_Keyval_create: Next = Next::new(c"PMPI_Keyval_create", &ADDRESSES[297]);
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_create(via_pmpi: bool, general: bool, copy_fn: MPI_Copy_function, delete_fn: MPI_Delete_function, keyval: *mut c_int, extra_state: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Keyval_create, general, false) else { return general_MPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Copy_function, MPI_Delete_function, *mut c_int, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(copy_fn, delete_fn, keyval, extra_state) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_create, std::ptr::null(), 0) } else { None };
@@ -11770,10 +11775,10 @@ pub unsafe extern "C" fn PMPI_Keyval_create(copy_fn: MPI_Copy_function, delete_f
     counted_PMPI_Keyval_create(copy_fn, delete_fn, keyval, extra_state)
 }
 
-pub static NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free");
+pub const NEXT_MPI_Keyval_free: Next = Next::new(c"PMPI_Keyval_free", &ADDRESSES[298]);
 #[inline(always)]
 unsafe fn wrap_MPI_Keyval_free(via_pmpi: bool, general: bool, keyval: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Keyval_free, general, false) else { return general_MPI_Keyval_free(keyval, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(keyval) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Keyval_free, std::ptr::null(), 0) } else { None };
@@ -11807,10 +11812,10 @@ pub unsafe extern "C" fn PMPI_Keyval_free(keyval: *mut c_int) -> c_int {
     counted_PMPI_Keyval_free(keyval)
 }
 
-pub static NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords");
+pub const NEXT_MPI_Cart_coords: Next = Next::new(c"PMPI_Cart_coords", &ADDRESSES[299]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_coords(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxdims: c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_coords, general, false) else { return general_MPI_Cart_coords(comm, rank, maxdims, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxdims, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_coords, std::ptr::null(), 0) } else { None };
@@ -11844,10 +11849,10 @@ pub unsafe extern "C" fn PMPI_Cart_coords(comm: MPI_Comm, rank: c_int, maxdims: 
     counted_PMPI_Cart_coords(comm, rank, maxdims, coords)
 }
 
-pub static NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create");
+pub const NEXT_MPI_Cart_create: Next = Next::new(c"PMPI_Cart_create", &ADDRESSES[300]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_create(via_pmpi: bool, general: bool, old_comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, reorder: c_int, comm_cart: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_create, general, false) else { return general_MPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(old_comm, ndims, dims, periods, reorder, comm_cart) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_create, std::ptr::null(), 0) } else { None };
@@ -11881,10 +11886,10 @@ pub unsafe extern "C" fn PMPI_Cart_create(old_comm: MPI_Comm, ndims: c_int, dims
     counted_PMPI_Cart_create(old_comm, ndims, dims, periods, reorder, comm_cart)
 }
 
-pub static NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get");
+pub const NEXT_MPI_Cart_get: Next = Next::new(c"PMPI_Cart_get", &ADDRESSES[301]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxdims: c_int, dims: *mut c_int, periods: *mut c_int, coords: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_get, general, false) else { return general_MPI_Cart_get(comm, maxdims, dims, periods, coords, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxdims, dims, periods, coords) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_get, std::ptr::null(), 0) } else { None };
@@ -11918,10 +11923,10 @@ pub unsafe extern "C" fn PMPI_Cart_get(comm: MPI_Comm, maxdims: c_int, dims: *mu
     counted_PMPI_Cart_get(comm, maxdims, dims, periods, coords)
 }
 
-pub static NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map");
+pub const NEXT_MPI_Cart_map: Next = Next::new(c"PMPI_Cart_map", &ADDRESSES[302]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_map(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: c_int, dims: *const c_int, periods: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_map, general, false) else { return general_MPI_Cart_map(comm, ndims, dims, periods, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims, dims, periods, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_map, std::ptr::null(), 0) } else { None };
@@ -11955,10 +11960,10 @@ pub unsafe extern "C" fn PMPI_Cart_map(comm: MPI_Comm, ndims: c_int, dims: *cons
     counted_PMPI_Cart_map(comm, ndims, dims, periods, newrank)
 }
 
-pub static NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank");
+pub const NEXT_MPI_Cart_rank: Next = Next::new(c"PMPI_Cart_rank", &ADDRESSES[303]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_rank(via_pmpi: bool, general: bool, comm: MPI_Comm, coords: *const c_int, rank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_rank, general, false) else { return general_MPI_Cart_rank(comm, coords, rank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, coords, rank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_rank, std::ptr::null(), 0) } else { None };
@@ -11992,10 +11997,10 @@ pub unsafe extern "C" fn PMPI_Cart_rank(comm: MPI_Comm, coords: *const c_int, ra
     counted_PMPI_Cart_rank(comm, coords, rank)
 }
 
-pub static NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift");
+pub const NEXT_MPI_Cart_shift: Next = Next::new(c"PMPI_Cart_shift", &ADDRESSES[304]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_shift(via_pmpi: bool, general: bool, comm: MPI_Comm, direction: c_int, disp: c_int, rank_source: *mut c_int, rank_dest: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_shift, general, false) else { return general_MPI_Cart_shift(comm, direction, disp, rank_source, rank_dest, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, direction, disp, rank_source, rank_dest) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_shift, std::ptr::null(), 0) } else { None };
@@ -12029,10 +12034,10 @@ pub unsafe extern "C" fn PMPI_Cart_shift(comm: MPI_Comm, direction: c_int, disp:
     counted_PMPI_Cart_shift(comm, direction, disp, rank_source, rank_dest)
 }
 
-pub static NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub");
+pub const NEXT_MPI_Cart_sub: Next = Next::new(c"PMPI_Cart_sub", &ADDRESSES[305]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cart_sub(via_pmpi: bool, general: bool, comm: MPI_Comm, remain_dims: *const c_int, new_comm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cart_sub, general, false) else { return general_MPI_Cart_sub(comm, remain_dims, new_comm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *const c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, remain_dims, new_comm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cart_sub, std::ptr::null(), 0) } else { None };
@@ -12066,10 +12071,10 @@ pub unsafe extern "C" fn PMPI_Cart_sub(comm: MPI_Comm, remain_dims: *const c_int
     counted_PMPI_Cart_sub(comm, remain_dims, new_comm)
 }
 
-pub static NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get");
+pub const NEXT_MPI_Cartdim_get: Next = Next::new(c"PMPI_Cartdim_get", &ADDRESSES[306]);
 #[inline(always)]
 unsafe fn wrap_MPI_Cartdim_get(via_pmpi: bool, general: bool, comm: MPI_Comm, ndims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Cartdim_get, general, false) else { return general_MPI_Cartdim_get(comm, ndims, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, ndims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Cartdim_get, std::ptr::null(), 0) } else { None };
@@ -12103,10 +12108,10 @@ pub unsafe extern "C" fn PMPI_Cartdim_get(comm: MPI_Comm, ndims: *mut c_int) -> 
     counted_PMPI_Cartdim_get(comm, ndims)
 }
 
-pub static NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create");
+pub const NEXT_MPI_Dist_graph_create: Next = Next::new(c"PMPI_Dist_graph_create", &ADDRESSES[307]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, n: c_int, nodes: *const c_int, degrees: *const c_int, targets: *const c_int, weights: *const c_int, info: MPI_Info, reorder: c_int, newcomm: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_create, general, false) else { return general_MPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create, std::ptr::null(), 0) } else { None };
@@ -12140,10 +12145,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create(comm_old: MPI_Comm, n: c_int, no
     counted_PMPI_Dist_graph_create(comm_old, n, nodes, degrees, targets, weights, info, reorder, newcomm)
 }
 
-pub static NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent");
+pub const NEXT_MPI_Dist_graph_create_adjacent: Next = Next::new(c"PMPI_Dist_graph_create_adjacent", &ADDRESSES[308]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_create_adjacent(via_pmpi: bool, general: bool, comm_old: MPI_Comm, indegree: c_int, sources: *const c_int, sourceweights: *const c_int, outdegree: c_int, destinations: *const c_int, destweights: *const c_int, info: MPI_Info, reorder: c_int, comm_dist_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_create_adjacent, general, false) else { return general_MPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *const c_int, *const c_int, MPI_Info, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_create_adjacent, std::ptr::null(), 0) } else { None };
@@ -12177,10 +12182,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_create_adjacent(comm_old: MPI_Comm, ind
     counted_PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations, destweights, info, reorder, comm_dist_graph)
 }
 
-pub static NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors");
+pub const NEXT_MPI_Dist_graph_neighbors: Next = Next::new(c"PMPI_Dist_graph_neighbors", &ADDRESSES[309]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindegree: c_int, sources: *mut c_int, sourceweights: *mut c_int, maxoutdegree: c_int, destinations: *mut c_int, destweights: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_neighbors, general, false) else { return general_MPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -12214,10 +12219,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors(comm: MPI_Comm, maxindegree: 
     counted_PMPI_Dist_graph_neighbors(comm, maxindegree, sources, sourceweights, maxoutdegree, destinations, destweights)
 }
 
-pub static NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count");
+pub const NEXT_MPI_Dist_graph_neighbors_count: Next = Next::new(c"PMPI_Dist_graph_neighbors_count", &ADDRESSES[310]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dist_graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, inneighbors: *mut c_int, outneighbors: *mut c_int, weighted: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dist_graph_neighbors_count, general, false) else { return general_MPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, inneighbors, outneighbors, weighted) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dist_graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -12251,10 +12256,10 @@ pub unsafe extern "C" fn PMPI_Dist_graph_neighbors_count(comm: MPI_Comm, inneigh
     counted_PMPI_Dist_graph_neighbors_count(comm, inneighbors, outneighbors, weighted)
 }
 
-pub static NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create");
+pub const NEXT_MPI_Dims_create: Next = Next::new(c"PMPI_Dims_create", &ADDRESSES[311]);
 #[inline(always)]
 unsafe fn wrap_MPI_Dims_create(via_pmpi: bool, general: bool, nnodes: c_int, ndims: c_int, dims: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Dims_create, general, false) else { return general_MPI_Dims_create(nnodes, ndims, dims, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(nnodes, ndims, dims) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Dims_create, std::ptr::null(), 0) } else { None };
@@ -12288,10 +12293,10 @@ pub unsafe extern "C" fn PMPI_Dims_create(nnodes: c_int, ndims: c_int, dims: *mu
     counted_PMPI_Dims_create(nnodes, ndims, dims)
 }
 
-pub static NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create");
+pub const NEXT_MPI_Graph_create: Next = Next::new(c"PMPI_Graph_create", &ADDRESSES[312]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_create(via_pmpi: bool, general: bool, comm_old: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, reorder: c_int, comm_graph: *mut MPI_Comm) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_create, general, false) else { return general_MPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, c_int, *mut MPI_Comm) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm_old, nnodes, index, edges, reorder, comm_graph) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_create, std::ptr::null(), 0) } else { None };
@@ -12325,10 +12330,10 @@ pub unsafe extern "C" fn PMPI_Graph_create(comm_old: MPI_Comm, nnodes: c_int, in
     counted_PMPI_Graph_create(comm_old, nnodes, index, edges, reorder, comm_graph)
 }
 
-pub static NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get");
+pub const NEXT_MPI_Graph_get: Next = Next::new(c"PMPI_Graph_get", &ADDRESSES[313]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_get(via_pmpi: bool, general: bool, comm: MPI_Comm, maxindex: c_int, maxedges: c_int, index: *mut c_int, edges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_get, general, false) else { return general_MPI_Graph_get(comm, maxindex, maxedges, index, edges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, maxindex, maxedges, index, edges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_get, std::ptr::null(), 0) } else { None };
@@ -12362,10 +12367,10 @@ pub unsafe extern "C" fn PMPI_Graph_get(comm: MPI_Comm, maxindex: c_int, maxedge
     counted_PMPI_Graph_get(comm, maxindex, maxedges, index, edges)
 }
 
-pub static NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map");
+pub const NEXT_MPI_Graph_map: Next = Next::new(c"PMPI_Graph_map", &ADDRESSES[314]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_map(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: c_int, index: *const c_int, edges: *const c_int, newrank: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_map, general, false) else { return general_MPI_Graph_map(comm, nnodes, index, edges, newrank, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *const c_int, *const c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, index, edges, newrank) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_map, std::ptr::null(), 0) } else { None };
@@ -12399,10 +12404,10 @@ pub unsafe extern "C" fn PMPI_Graph_map(comm: MPI_Comm, nnodes: c_int, index: *c
     counted_PMPI_Graph_map(comm, nnodes, index, edges, newrank)
 }
 
-pub static NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count");
+pub const NEXT_MPI_Graph_neighbors_count: Next = Next::new(c"PMPI_Graph_neighbors_count", &ADDRESSES[315]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors_count(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, nneighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_neighbors_count, general, false) else { return general_MPI_Graph_neighbors_count(comm, rank, nneighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, nneighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors_count, std::ptr::null(), 0) } else { None };
@@ -12436,10 +12441,10 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors_count(comm: MPI_Comm, rank: c_int,
     counted_PMPI_Graph_neighbors_count(comm, rank, nneighbors)
 }
 
-pub static NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors");
+pub const NEXT_MPI_Graph_neighbors: Next = Next::new(c"PMPI_Graph_neighbors", &ADDRESSES[316]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graph_neighbors(via_pmpi: bool, general: bool, comm: MPI_Comm, rank: c_int, maxneighbors: c_int, neighbors: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graph_neighbors, general, false) else { return general_MPI_Graph_neighbors(comm, rank, maxneighbors, neighbors, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, rank, maxneighbors, neighbors) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graph_neighbors, std::ptr::null(), 0) } else { None };
@@ -12473,10 +12478,10 @@ pub unsafe extern "C" fn PMPI_Graph_neighbors(comm: MPI_Comm, rank: c_int, maxne
     counted_PMPI_Graph_neighbors(comm, rank, maxneighbors, neighbors)
 }
 
-pub static NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get");
+pub const NEXT_MPI_Graphdims_get: Next = Next::new(c"PMPI_Graphdims_get", &ADDRESSES[317]);
 #[inline(always)]
 unsafe fn wrap_MPI_Graphdims_get(via_pmpi: bool, general: bool, comm: MPI_Comm, nnodes: *mut c_int, nedges: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Graphdims_get, general, false) else { return general_MPI_Graphdims_get(comm, nnodes, nedges, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, nnodes, nedges) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Graphdims_get, std::ptr::null(), 0) } else { None };
@@ -12510,10 +12515,10 @@ pub unsafe extern "C" fn PMPI_Graphdims_get(comm: MPI_Comm, nnodes: *mut c_int, 
     counted_PMPI_Graphdims_get(comm, nnodes, nedges)
 }
 
-pub static NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test");
+pub const NEXT_MPI_Topo_test: Next = Next::new(c"PMPI_Topo_test", &ADDRESSES[318]);
 #[inline(always)]
 unsafe fn wrap_MPI_Topo_test(via_pmpi: bool, general: bool, comm: MPI_Comm, status: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Topo_test, general, false) else { return general_MPI_Topo_test(comm, status, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Comm, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, status) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Topo_test, std::ptr::null(), 0) } else { None };
@@ -12547,10 +12552,10 @@ pub unsafe extern "C" fn PMPI_Topo_test(comm: MPI_Comm, status: *mut c_int) -> c
     counted_PMPI_Topo_test(comm, status)
 }
 
-pub static NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort");
+pub const NEXT_MPI_Abort: Next = Next::new(c"PMPI_Abort", &ADDRESSES[319]);
 #[inline(always)]
 unsafe fn wrap_MPI_Abort(via_pmpi: bool, general: bool, comm: MPI_Comm, errorcode: c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Abort, general, false) else { return general_MPI_Abort(comm, errorcode, via_pmpi) };
     crate::hooks::before_abort(errorcode);
     let next: unsafe extern "C" fn(MPI_Comm, c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(comm, errorcode) };
@@ -12585,10 +12590,10 @@ pub unsafe extern "C" fn PMPI_Abort(comm: MPI_Comm, errorcode: c_int) -> c_int {
     counted_PMPI_Abort(comm, errorcode)
 }
 
-pub static NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class");
+pub const NEXT_MPI_Add_error_class: Next = Next::new(c"PMPI_Add_error_class", &ADDRESSES[320]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_class(via_pmpi: bool, general: bool, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_class, general, false) else { return general_MPI_Add_error_class(errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_class, std::ptr::null(), 0) } else { None };
@@ -12622,10 +12627,10 @@ pub unsafe extern "C" fn PMPI_Add_error_class(errorclass: *mut c_int) -> c_int {
     counted_PMPI_Add_error_class(errorclass)
 }
 
-pub static NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code");
+pub const NEXT_MPI_Add_error_code: Next = Next::new(c"PMPI_Add_error_code", &ADDRESSES[321]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_code(via_pmpi: bool, general: bool, errorclass: c_int, errorcode: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_code, general, false) else { return general_MPI_Add_error_code(errorclass, errorcode, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorclass, errorcode) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_code, std::ptr::null(), 0) } else { None };
@@ -12659,10 +12664,10 @@ pub unsafe extern "C" fn PMPI_Add_error_code(errorclass: c_int, errorcode: *mut 
     counted_PMPI_Add_error_code(errorclass, errorcode)
 }
 
-pub static NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string");
+pub const NEXT_MPI_Add_error_string: Next = Next::new(c"PMPI_Add_error_string", &ADDRESSES[322]);
 #[inline(always)]
 unsafe fn wrap_MPI_Add_error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Add_error_string, general, false) else { return general_MPI_Add_error_string(errorcode, string, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Add_error_string, std::ptr::null(), 0) } else { None };
@@ -12696,10 +12701,10 @@ pub unsafe extern "C" fn PMPI_Add_error_string(errorcode: c_int, string: *const 
     counted_PMPI_Add_error_string(errorcode, string)
 }
 
-pub static NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem");
+pub const NEXT_MPI_Alloc_mem: Next = Next::new(c"PMPI_Alloc_mem", &ADDRESSES[323]);
 #[inline(always)]
 unsafe fn wrap_MPI_Alloc_mem(via_pmpi: bool, general: bool, size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Alloc_mem, general, false) else { return general_MPI_Alloc_mem(size, info, baseptr, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(size, info, baseptr) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Alloc_mem, std::ptr::null(), 0) } else { None };
@@ -12733,10 +12738,10 @@ pub unsafe extern "C" fn PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr:
     counted_PMPI_Alloc_mem(size, info, baseptr)
 }
 
-pub static NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class");
+pub const NEXT_MPI_Error_class: Next = Next::new(c"PMPI_Error_class", &ADDRESSES[324]);
 #[inline(always)]
 unsafe fn wrap_MPI_Error_class(via_pmpi: bool, general: bool, errorcode: c_int, errorclass: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Error_class, general, false) else { return general_MPI_Error_class(errorcode, errorclass, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, errorclass) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_class, std::ptr::null(), 0) } else { None };
@@ -12770,10 +12775,10 @@ pub unsafe extern "C" fn PMPI_Error_class(errorcode: c_int, errorclass: *mut c_i
     counted_PMPI_Error_class(errorcode, errorclass)
 }
 
-pub static NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string");
+pub const NEXT_MPI_Error_string: Next = Next::new(c"PMPI_Error_string", &ADDRESSES[325]);
 #[inline(always)]
 unsafe fn wrap_MPI_Error_string(via_pmpi: bool, general: bool, errorcode: c_int, string: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Error_string, general, false) else { return general_MPI_Error_string(errorcode, string, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(errorcode, string, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Error_string, std::ptr::null(), 0) } else { None };
@@ -12807,10 +12812,10 @@ pub unsafe extern "C" fn PMPI_Error_string(errorcode: c_int, string: *mut c_char
     counted_PMPI_Error_string(errorcode, string, resultlen)
 }
 
-pub static NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize");
+pub const NEXT_MPI_Finalize: Next = Next::new(c"PMPI_Finalize", &ADDRESSES[326]);
 #[inline(always)]
 unsafe fn wrap_MPI_Finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Finalize, general, false) else { return general_MPI_Finalize(via_pmpi) };
     crate::hooks::before_finalize();
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
@@ -12845,10 +12850,10 @@ pub unsafe extern "C" fn PMPI_Finalize() -> c_int {
     counted_PMPI_Finalize()
 }
 
-pub static NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized");
+pub const NEXT_MPI_Finalized: Next = Next::new(c"PMPI_Finalized", &ADDRESSES[327]);
 #[inline(always)]
 unsafe fn wrap_MPI_Finalized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Finalized, general, false) else { return general_MPI_Finalized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Finalized, std::ptr::null(), 0) } else { None };
@@ -12882,10 +12887,10 @@ pub unsafe extern "C" fn PMPI_Finalized(flag: *mut c_int) -> c_int {
     counted_PMPI_Finalized(flag)
 }
 
-pub static NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem");
+pub const NEXT_MPI_Free_mem: Next = Next::new(c"PMPI_Free_mem", &ADDRESSES[328]);
 #[inline(always)]
 unsafe fn wrap_MPI_Free_mem(via_pmpi: bool, general: bool, base: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Free_mem, general, false) else { return general_MPI_Free_mem(base, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(base) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Free_mem, std::ptr::null(), 0) } else { None };
@@ -12919,10 +12924,10 @@ pub unsafe extern "C" fn PMPI_Free_mem(base: *mut c_void) -> c_int {
     counted_PMPI_Free_mem(base)
 }
 
-pub static NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version");
+pub const NEXT_MPI_Get_library_version: Next = Next::new(c"PMPI_Get_library_version", &ADDRESSES[329]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_library_version(via_pmpi: bool, general: bool, version: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_library_version, general, false) else { return general_MPI_Get_library_version(version, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_library_version, std::ptr::null(), 0) } else { None };
@@ -12956,10 +12961,10 @@ pub unsafe extern "C" fn PMPI_Get_library_version(version: *mut c_char, resultle
     counted_PMPI_Get_library_version(version, resultlen)
 }
 
-pub static NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name");
+pub const NEXT_MPI_Get_processor_name: Next = Next::new(c"PMPI_Get_processor_name", &ADDRESSES[330]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_processor_name(via_pmpi: bool, general: bool, name: *mut c_char, resultlen: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_processor_name, general, false) else { return general_MPI_Get_processor_name(name, resultlen, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, resultlen) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_processor_name, std::ptr::null(), 0) } else { None };
@@ -12993,10 +12998,10 @@ pub unsafe extern "C" fn PMPI_Get_processor_name(name: *mut c_char, resultlen: *
     counted_PMPI_Get_processor_name(name, resultlen)
 }
 
-pub static NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version");
+pub const NEXT_MPI_Get_version: Next = Next::new(c"PMPI_Get_version", &ADDRESSES[331]);
 #[inline(always)]
 unsafe fn wrap_MPI_Get_version(via_pmpi: bool, general: bool, version: *mut c_int, subversion: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Get_version, general, false) else { return general_MPI_Get_version(version, subversion, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(version, subversion) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Get_version, std::ptr::null(), 0) } else { None };
@@ -13030,10 +13035,10 @@ pub unsafe extern "C" fn PMPI_Get_version(version: *mut c_int, subversion: *mut 
     counted_PMPI_Get_version(version, subversion)
 }
 
-pub static NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create");
+pub const NEXT_MPI_Info_create: Next = Next::new(c"PMPI_Info_create", &ADDRESSES[332]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_create(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_create, general, false) else { return general_MPI_Info_create(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_create, std::ptr::null(), 0) } else { None };
@@ -13067,10 +13072,10 @@ pub unsafe extern "C" fn PMPI_Info_create(info: *mut MPI_Info) -> c_int {
     counted_PMPI_Info_create(info)
 }
 
-pub static NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete");
+pub const NEXT_MPI_Info_delete: Next = Next::new(c"PMPI_Info_delete", &ADDRESSES[333]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_delete(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_delete, general, false) else { return general_MPI_Info_delete(info, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_delete, std::ptr::null(), 0) } else { None };
@@ -13104,10 +13109,10 @@ pub unsafe extern "C" fn PMPI_Info_delete(info: MPI_Info, key: *const c_char) ->
     counted_PMPI_Info_delete(info, key)
 }
 
-pub static NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup");
+pub const NEXT_MPI_Info_dup: Next = Next::new(c"PMPI_Info_dup", &ADDRESSES[334]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_dup(via_pmpi: bool, general: bool, info: MPI_Info, newinfo: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_dup, general, false) else { return general_MPI_Info_dup(info, newinfo, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, newinfo) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_dup, std::ptr::null(), 0) } else { None };
@@ -13141,10 +13146,10 @@ pub unsafe extern "C" fn PMPI_Info_dup(info: MPI_Info, newinfo: *mut MPI_Info) -
     counted_PMPI_Info_dup(info, newinfo)
 }
 
-pub static NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free");
+pub const NEXT_MPI_Info_free: Next = Next::new(c"PMPI_Info_free", &ADDRESSES[335]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_free(via_pmpi: bool, general: bool, info: *mut MPI_Info) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_free, general, false) else { return general_MPI_Info_free(info, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Info) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_free, std::ptr::null(), 0) } else { None };
@@ -13178,10 +13183,10 @@ pub unsafe extern "C" fn PMPI_Info_free(info: *mut MPI_Info) -> c_int {
     counted_PMPI_Info_free(info)
 }
 
-pub static NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get");
+pub const NEXT_MPI_Info_get: Next = Next::new(c"PMPI_Info_get", &ADDRESSES[336]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: c_int, value: *mut c_char, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get, general, false) else { return general_MPI_Info_get(info, key, valuelen, value, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, value, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get, std::ptr::null(), 0) } else { None };
@@ -13215,10 +13220,10 @@ pub unsafe extern "C" fn PMPI_Info_get(info: MPI_Info, key: *const c_char, value
     counted_PMPI_Info_get(info, key, valuelen, value, flag)
 }
 
-pub static NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys");
+pub const NEXT_MPI_Info_get_nkeys: Next = Next::new(c"PMPI_Info_get_nkeys", &ADDRESSES[337]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nkeys(via_pmpi: bool, general: bool, info: MPI_Info, nkeys: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_nkeys, general, false) else { return general_MPI_Info_get_nkeys(info, nkeys, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, nkeys) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nkeys, std::ptr::null(), 0) } else { None };
@@ -13252,10 +13257,10 @@ pub unsafe extern "C" fn PMPI_Info_get_nkeys(info: MPI_Info, nkeys: *mut c_int) 
     counted_PMPI_Info_get_nkeys(info, nkeys)
 }
 
-pub static NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey");
+pub const NEXT_MPI_Info_get_nthkey: Next = Next::new(c"PMPI_Info_get_nthkey", &ADDRESSES[338]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_nthkey(via_pmpi: bool, general: bool, info: MPI_Info, n: c_int, key: *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_nthkey, general, false) else { return general_MPI_Info_get_nthkey(info, n, key, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, c_int, *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, n, key) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_nthkey, std::ptr::null(), 0) } else { None };
@@ -13289,10 +13294,10 @@ pub unsafe extern "C" fn PMPI_Info_get_nthkey(info: MPI_Info, n: c_int, key: *mu
     counted_PMPI_Info_get_nthkey(info, n, key)
 }
 
-pub static NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen");
+pub const NEXT_MPI_Info_get_valuelen: Next = Next::new(c"PMPI_Info_get_valuelen", &ADDRESSES[339]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_get_valuelen(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, valuelen: *mut c_int, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_get_valuelen, general, false) else { return general_MPI_Info_get_valuelen(info, key, valuelen, flag, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, valuelen, flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_get_valuelen, std::ptr::null(), 0) } else { None };
@@ -13326,10 +13331,10 @@ pub unsafe extern "C" fn PMPI_Info_get_valuelen(info: MPI_Info, key: *const c_ch
     counted_PMPI_Info_get_valuelen(info, key, valuelen, flag)
 }
 
-pub static NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set");
+pub const NEXT_MPI_Info_set: Next = Next::new(c"PMPI_Info_set", &ADDRESSES[340]);
 #[inline(always)]
 unsafe fn wrap_MPI_Info_set(via_pmpi: bool, general: bool, info: MPI_Info, key: *const c_char, value: *const c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Info_set, general, false) else { return general_MPI_Info_set(info, key, value, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Info, *const c_char, *const c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(info, key, value) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Info_set, std::ptr::null(), 0) } else { None };
@@ -13363,10 +13368,10 @@ pub unsafe extern "C" fn PMPI_Info_set(info: MPI_Info, key: *const c_char, value
     counted_PMPI_Info_set(info, key, value)
 }
 
-pub static NEXT_MPI_Init: Next = Next::new(c"PMPI_Init");
+pub const NEXT_MPI_Init: Next = Next::new(c"PMPI_Init", &ADDRESSES[341]);
 #[inline(always)]
 unsafe fn wrap_MPI_Init(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Init, general, true) else { return general_MPI_Init(argc, argv, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv);
@@ -13411,10 +13416,10 @@ pub unsafe extern "C" fn PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char
     counted_PMPI_Init(argc, argv)
 }
 
-pub static NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized");
+pub const NEXT_MPI_Initialized: Next = Next::new(c"PMPI_Initialized", &ADDRESSES[342]);
 #[inline(always)]
 unsafe fn wrap_MPI_Initialized(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Initialized, general, false) else { return general_MPI_Initialized(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Initialized, std::ptr::null(), 0) } else { None };
@@ -13448,10 +13453,10 @@ pub unsafe extern "C" fn PMPI_Initialized(flag: *mut c_int) -> c_int {
     counted_PMPI_Initialized(flag)
 }
 
-pub static NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread");
+pub const NEXT_MPI_Init_thread: Next = Next::new(c"PMPI_Init_thread", &ADDRESSES[343]);
 #[inline(always)]
 unsafe fn wrap_MPI_Init_thread(via_pmpi: bool, general: bool, argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Init_thread, general, true) else { return general_MPI_Init_thread(argc, argv, required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else {
         let rc = next(argc, argv, required, provided);
@@ -13498,10 +13503,10 @@ pub unsafe extern "C" fn PMPI_Init_thread(argc: *mut c_int, argv: *mut *mut *mut
     counted_PMPI_Init_thread(argc, argv, required, provided)
 }
 
-pub static NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main");
+pub const NEXT_MPI_Is_thread_main: Next = Next::new(c"PMPI_Is_thread_main", &ADDRESSES[344]);
 #[inline(always)]
 unsafe fn wrap_MPI_Is_thread_main(via_pmpi: bool, general: bool, flag: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Is_thread_main, general, false) else { return general_MPI_Is_thread_main(flag, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(flag) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Is_thread_main, std::ptr::null(), 0) } else { None };
@@ -13535,10 +13540,10 @@ pub unsafe extern "C" fn PMPI_Is_thread_main(flag: *mut c_int) -> c_int {
     counted_PMPI_Is_thread_main(flag)
 }
 
-pub static NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative");
+pub const NEXT_MPI_Op_commutative: Next = Next::new(c"PMPI_Op_commutative", &ADDRESSES[345]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_commutative(via_pmpi: bool, general: bool, op: MPI_Op, commute: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_commutative, general, false) else { return general_MPI_Op_commutative(op, commute, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_Op, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op, commute) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_commutative, std::ptr::null(), 0) } else { None };
@@ -13572,10 +13577,10 @@ pub unsafe extern "C" fn PMPI_Op_commutative(op: MPI_Op, commute: *mut c_int) ->
     counted_PMPI_Op_commutative(op, commute)
 }
 
-pub static NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create");
+pub const NEXT_MPI_Op_create: Next = Next::new(c"PMPI_Op_create", &ADDRESSES[346]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_create(via_pmpi: bool, general: bool, function: MPI_User_function, commute: c_int, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_create, general, false) else { return general_MPI_Op_create(function, commute, op, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_User_function, c_int, *mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(function, commute, op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_create, std::ptr::null(), 0) } else { None };
@@ -13609,10 +13614,10 @@ pub unsafe extern "C" fn PMPI_Op_create(function: MPI_User_function, commute: c_
     counted_PMPI_Op_create(function, commute, op)
 }
 
-pub static NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free");
+pub const NEXT_MPI_Op_free: Next = Next::new(c"PMPI_Op_free", &ADDRESSES[347]);
 #[inline(always)]
 unsafe fn wrap_MPI_Op_free(via_pmpi: bool, general: bool, op: *mut MPI_Op) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Op_free, general, false) else { return general_MPI_Op_free(op, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_Op) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(op) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Op_free, std::ptr::null(), 0) } else { None };
@@ -13646,10 +13651,10 @@ pub unsafe extern "C" fn PMPI_Op_free(op: *mut MPI_Op) -> c_int {
     counted_PMPI_Op_free(op)
 }
 
-pub static NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread");
+pub const NEXT_MPI_Query_thread: Next = Next::new(c"PMPI_Query_thread", &ADDRESSES[348]);
 #[inline(always)]
 unsafe fn wrap_MPI_Query_thread(via_pmpi: bool, general: bool, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Query_thread, general, false) else { return general_MPI_Query_thread(provided, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Query_thread, std::ptr::null(), 0) } else { None };
@@ -13683,10 +13688,10 @@ pub unsafe extern "C" fn PMPI_Query_thread(provided: *mut c_int) -> c_int {
     counted_PMPI_Query_thread(provided)
 }
 
-pub static NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick");
+pub const NEXT_MPI_Wtick: Next = Next::new(c"PMPI_Wtick", &ADDRESSES[349]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wtick(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wtick, general, false) else { return general_MPI_Wtick(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtick, std::ptr::null(), 0) } else { None };
@@ -13720,10 +13725,10 @@ pub unsafe extern "C" fn PMPI_Wtick() -> f64 {
     counted_PMPI_Wtick()
 }
 
-pub static NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime");
+pub const NEXT_MPI_Wtime: Next = Next::new(c"PMPI_Wtime", &ADDRESSES[350]);
 #[inline(always)]
 unsafe fn wrap_MPI_Wtime(via_pmpi: bool, general: bool) -> f64 {
-    let Some(next) = rt::next_for(&NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_Wtime, general, true) else { return general_MPI_Wtime(via_pmpi) };
     let next: unsafe extern "C" fn() -> f64 = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_Wtime, std::ptr::null(), 0) } else { None };
@@ -13762,10 +13767,10 @@ pub unsafe extern "C" fn PMPI_Wtime() -> f64 {
     counted_PMPI_Wtime()
 }
 
-pub static NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread");
+pub const NEXT_MPI_T_init_thread: Next = Next::new(c"PMPI_T_init_thread", &ADDRESSES[351]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_init_thread(via_pmpi: bool, general: bool, required: c_int, provided: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_init_thread, general, false) else { return general_MPI_T_init_thread(required, provided, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(required, provided) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_init_thread, std::ptr::null(), 0) } else { None };
@@ -13799,10 +13804,10 @@ pub unsafe extern "C" fn PMPI_T_init_thread(required: c_int, provided: *mut c_in
     counted_PMPI_T_init_thread(required, provided)
 }
 
-pub static NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize");
+pub const NEXT_MPI_T_finalize: Next = Next::new(c"PMPI_T_finalize", &ADDRESSES[352]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_finalize(via_pmpi: bool, general: bool) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_finalize, general, false) else { return general_MPI_T_finalize(via_pmpi) };
     let next: unsafe extern "C" fn() -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next() };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_finalize, std::ptr::null(), 0) } else { None };
@@ -13836,10 +13841,10 @@ pub unsafe extern "C" fn PMPI_T_finalize() -> c_int {
     counted_PMPI_T_finalize()
 }
 
-pub static NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num");
+pub const NEXT_MPI_T_cvar_get_num: Next = Next::new(c"PMPI_T_cvar_get_num", &ADDRESSES[353]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_num(via_pmpi: bool, general: bool, num_cvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_num, general, false) else { return general_MPI_T_cvar_get_num(num_cvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_num, std::ptr::null(), 0) } else { None };
@@ -13873,10 +13878,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_num(num_cvar: *mut c_int) -> c_int {
     counted_PMPI_T_cvar_get_num(num_cvar)
 }
 
-pub static NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info");
+pub const NEXT_MPI_T_cvar_get_info: Next = Next::new(c"PMPI_T_cvar_get_info", &ADDRESSES[354]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_info(via_pmpi: bool, general: bool, cvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, scope: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_info, general, false) else { return general_MPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_info, std::ptr::null(), 0) } else { None };
@@ -13910,10 +13915,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_info(cvar_index: c_int, name: *mut c_ch
     counted_PMPI_T_cvar_get_info(cvar_index, name, name_len, verbosity, datatype, enumtype, desc, desc_len, bind, scope)
 }
 
-pub static NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index");
+pub const NEXT_MPI_T_cvar_get_index: Next = Next::new(c"PMPI_T_cvar_get_index", &ADDRESSES[355]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, cvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_get_index, general, false) else { return general_MPI_T_cvar_get_index(name, cvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, cvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_get_index, std::ptr::null(), 0) } else { None };
@@ -13947,10 +13952,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_get_index(name: *const c_char, cvar_index: 
     counted_PMPI_T_cvar_get_index(name, cvar_index)
 }
 
-pub static NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc");
+pub const NEXT_MPI_T_cvar_handle_alloc: Next = Next::new(c"PMPI_T_cvar_handle_alloc", &ADDRESSES[356]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_alloc(via_pmpi: bool, general: bool, cvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_cvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_handle_alloc, general, false) else { return general_MPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_T_cvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -13984,10 +13989,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_alloc(cvar_index: c_int, obj_handle:
     counted_PMPI_T_cvar_handle_alloc(cvar_index, obj_handle, handle, count)
 }
 
-pub static NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free");
+pub const NEXT_MPI_T_cvar_handle_free: Next = Next::new(c"PMPI_T_cvar_handle_free", &ADDRESSES[357]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_handle_free(via_pmpi: bool, general: bool, handle: *mut MPI_T_cvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_handle_free, general, false) else { return general_MPI_T_cvar_handle_free(handle, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_cvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -14021,10 +14026,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_handle_free(handle: *mut MPI_T_cvar_handle)
     counted_PMPI_T_cvar_handle_free(handle)
 }
 
-pub static NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read");
+pub const NEXT_MPI_T_cvar_read: Next = Next::new(c"PMPI_T_cvar_read", &ADDRESSES[358]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_read(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_read, general, false) else { return general_MPI_T_cvar_read(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_read, std::ptr::null(), 0) } else { None };
@@ -14058,10 +14063,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_read(handle: MPI_T_cvar_handle, buf: *mut c
     counted_PMPI_T_cvar_read(handle, buf)
 }
 
-pub static NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write");
+pub const NEXT_MPI_T_cvar_write: Next = Next::new(c"PMPI_T_cvar_write", &ADDRESSES[359]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_cvar_write(via_pmpi: bool, general: bool, handle: MPI_T_cvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_cvar_write, general, false) else { return general_MPI_T_cvar_write(handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_cvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_cvar_write, std::ptr::null(), 0) } else { None };
@@ -14095,10 +14100,10 @@ pub unsafe extern "C" fn PMPI_T_cvar_write(handle: MPI_T_cvar_handle, buf: *cons
     counted_PMPI_T_cvar_write(handle, buf)
 }
 
-pub static NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num");
+pub const NEXT_MPI_T_category_get_num: Next = Next::new(c"PMPI_T_category_get_num", &ADDRESSES[360]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_num(via_pmpi: bool, general: bool, num_cat: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_num, general, false) else { return general_MPI_T_category_get_num(num_cat, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_cat) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_num, std::ptr::null(), 0) } else { None };
@@ -14132,10 +14137,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_num(num_cat: *mut c_int) -> c_int {
     counted_PMPI_T_category_get_num(num_cat)
 }
 
-pub static NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info");
+pub const NEXT_MPI_T_category_get_info: Next = Next::new(c"PMPI_T_category_get_info", &ADDRESSES[361]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_info(via_pmpi: bool, general: bool, cat_index: c_int, name: *mut c_char, name_len: *mut c_int, desc: *mut c_char, desc_len: *mut c_int, num_cvars: *mut c_int, num_pvars: *mut c_int, num_categories: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_info, general, false) else { return general_MPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_info, std::ptr::null(), 0) } else { None };
@@ -14169,10 +14174,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_info(cat_index: c_int, name: *mut c
     counted_PMPI_T_category_get_info(cat_index, name, name_len, desc, desc_len, num_cvars, num_pvars, num_categories)
 }
 
-pub static NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index");
+pub const NEXT_MPI_T_category_get_index: Next = Next::new(c"PMPI_T_category_get_index", &ADDRESSES[362]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_index(via_pmpi: bool, general: bool, name: *const c_char, category_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_index, general, false) else { return general_MPI_T_category_get_index(name, category_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, category_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_index, std::ptr::null(), 0) } else { None };
@@ -14206,10 +14211,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_index(name: *const c_char, category
     counted_PMPI_T_category_get_index(name, category_index)
 }
 
-pub static NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars");
+pub const NEXT_MPI_T_category_get_cvars: Next = Next::new(c"PMPI_T_category_get_cvars", &ADDRESSES[363]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_cvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_cvars, general, false) else { return general_MPI_T_category_get_cvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_cvars, std::ptr::null(), 0) } else { None };
@@ -14243,10 +14248,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_cvars(cat_index: c_int, len: c_int,
     counted_PMPI_T_category_get_cvars(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars");
+pub const NEXT_MPI_T_category_get_pvars: Next = Next::new(c"PMPI_T_category_get_pvars", &ADDRESSES[364]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_pvars(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_pvars, general, false) else { return general_MPI_T_category_get_pvars(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_pvars, std::ptr::null(), 0) } else { None };
@@ -14280,10 +14285,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_pvars(cat_index: c_int, len: c_int,
     counted_PMPI_T_category_get_pvars(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories");
+pub const NEXT_MPI_T_category_get_categories: Next = Next::new(c"PMPI_T_category_get_categories", &ADDRESSES[365]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_get_categories(via_pmpi: bool, general: bool, cat_index: c_int, len: c_int, indices: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_get_categories, general, false) else { return general_MPI_T_category_get_categories(cat_index, len, indices, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(cat_index, len, indices) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_get_categories, std::ptr::null(), 0) } else { None };
@@ -14317,10 +14322,10 @@ pub unsafe extern "C" fn PMPI_T_category_get_categories(cat_index: c_int, len: c
     counted_PMPI_T_category_get_categories(cat_index, len, indices)
 }
 
-pub static NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed");
+pub const NEXT_MPI_T_category_changed: Next = Next::new(c"PMPI_T_category_changed", &ADDRESSES[366]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_category_changed(via_pmpi: bool, general: bool, stamp: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_category_changed, general, false) else { return general_MPI_T_category_changed(stamp, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(stamp) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_category_changed, std::ptr::null(), 0) } else { None };
@@ -14354,10 +14359,10 @@ pub unsafe extern "C" fn PMPI_T_category_changed(stamp: *mut c_int) -> c_int {
     counted_PMPI_T_category_changed(stamp)
 }
 
-pub static NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num");
+pub const NEXT_MPI_T_pvar_get_num: Next = Next::new(c"PMPI_T_pvar_get_num", &ADDRESSES[367]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_num(via_pmpi: bool, general: bool, num_pvar: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_num, general, false) else { return general_MPI_T_pvar_get_num(num_pvar, via_pmpi) };
     let next: unsafe extern "C" fn(*mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(num_pvar) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_num, std::ptr::null(), 0) } else { None };
@@ -14391,10 +14396,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_num(num_pvar: *mut c_int) -> c_int {
     counted_PMPI_T_pvar_get_num(num_pvar)
 }
 
-pub static NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info");
+pub const NEXT_MPI_T_pvar_get_info: Next = Next::new(c"PMPI_T_pvar_get_info", &ADDRESSES[368]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_info(via_pmpi: bool, general: bool, pvar_index: c_int, name: *mut c_char, name_len: *mut c_int, verbosity: *mut c_int, var_class: *mut c_int, datatype: *mut MPI_Datatype, enumtype: *mut MPI_T_enum, desc: *mut c_char, desc_len: *mut c_int, bind: *mut c_int, readonly: *mut c_int, continuous: *mut c_int, atomic: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_info, general, false) else { return general_MPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic, via_pmpi) };
     let next: unsafe extern "C" fn(c_int, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut MPI_Datatype, *mut MPI_T_enum, *mut c_char, *mut c_int, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_info, std::ptr::null(), 0) } else { None };
@@ -14428,10 +14433,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_info(pvar_index: c_int, name: *mut c_ch
     counted_PMPI_T_pvar_get_info(pvar_index, name, name_len, verbosity, var_class, datatype, enumtype, desc, desc_len, bind, readonly, continuous, atomic)
 }
 
-pub static NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index");
+pub const NEXT_MPI_T_pvar_get_index: Next = Next::new(c"PMPI_T_pvar_get_index", &ADDRESSES[369]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_get_index(via_pmpi: bool, general: bool, name: *const c_char, var_class: c_int, pvar_index: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_get_index, general, false) else { return general_MPI_T_pvar_get_index(name, var_class, pvar_index, via_pmpi) };
     let next: unsafe extern "C" fn(*const c_char, c_int, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(name, var_class, pvar_index) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_get_index, std::ptr::null(), 0) } else { None };
@@ -14465,10 +14470,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_get_index(name: *const c_char, var_class: c
     counted_PMPI_T_pvar_get_index(name, var_class, pvar_index)
 }
 
-pub static NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create");
+pub const NEXT_MPI_T_pvar_session_create: Next = Next::new(c"PMPI_T_pvar_session_create", &ADDRESSES[370]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_create(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_session_create, general, false) else { return general_MPI_T_pvar_session_create(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_create, std::ptr::null(), 0) } else { None };
@@ -14502,10 +14507,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_create(session: *mut MPI_T_pvar_ses
     counted_PMPI_T_pvar_session_create(session)
 }
 
-pub static NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free");
+pub const NEXT_MPI_T_pvar_session_free: Next = Next::new(c"PMPI_T_pvar_session_free", &ADDRESSES[371]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_session_free(via_pmpi: bool, general: bool, session: *mut MPI_T_pvar_session) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_session_free, general, false) else { return general_MPI_T_pvar_session_free(session, via_pmpi) };
     let next: unsafe extern "C" fn(*mut MPI_T_pvar_session) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_session_free, std::ptr::null(), 0) } else { None };
@@ -14539,10 +14544,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_session_free(session: *mut MPI_T_pvar_sessi
     counted_PMPI_T_pvar_session_free(session)
 }
 
-pub static NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc");
+pub const NEXT_MPI_T_pvar_handle_alloc: Next = Next::new(c"PMPI_T_pvar_handle_alloc", &ADDRESSES[372]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_alloc(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, pvar_index: c_int, obj_handle: *mut c_void, handle: *mut MPI_T_pvar_handle, count: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_handle_alloc, general, false) else { return general_MPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, c_int, *mut c_void, *mut MPI_T_pvar_handle, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, pvar_index, obj_handle, handle, count) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_alloc, std::ptr::null(), 0) } else { None };
@@ -14576,10 +14581,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_alloc(session: MPI_T_pvar_session, p
     counted_PMPI_T_pvar_handle_alloc(session, pvar_index, obj_handle, handle, count)
 }
 
-pub static NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free");
+pub const NEXT_MPI_T_pvar_handle_free: Next = Next::new(c"PMPI_T_pvar_handle_free", &ADDRESSES[373]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_handle_free(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: *mut MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_handle_free, general, false) else { return general_MPI_T_pvar_handle_free(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, *mut MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_handle_free, std::ptr::null(), 0) } else { None };
@@ -14613,10 +14618,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_handle_free(session: MPI_T_pvar_session, ha
     counted_PMPI_T_pvar_handle_free(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start");
+pub const NEXT_MPI_T_pvar_start: Next = Next::new(c"PMPI_T_pvar_start", &ADDRESSES[374]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_start(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_start, general, false) else { return general_MPI_T_pvar_start(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_start, std::ptr::null(), 0) } else { None };
@@ -14650,10 +14655,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_start(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_start(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop");
+pub const NEXT_MPI_T_pvar_stop: Next = Next::new(c"PMPI_T_pvar_stop", &ADDRESSES[375]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_stop(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_stop, general, false) else { return general_MPI_T_pvar_stop(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_stop, std::ptr::null(), 0) } else { None };
@@ -14687,10 +14692,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_stop(session: MPI_T_pvar_session, handle: M
     counted_PMPI_T_pvar_stop(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read");
+pub const NEXT_MPI_T_pvar_read: Next = Next::new(c"PMPI_T_pvar_read", &ADDRESSES[376]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_read(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_read, general, false) else { return general_MPI_T_pvar_read(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_read, std::ptr::null(), 0) } else { None };
@@ -14724,10 +14729,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_read(session: MPI_T_pvar_session, handle: M
     counted_PMPI_T_pvar_read(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write");
+pub const NEXT_MPI_T_pvar_write: Next = Next::new(c"PMPI_T_pvar_write", &ADDRESSES[377]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_write(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *const c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_write, general, false) else { return general_MPI_T_pvar_write(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *const c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_write, std::ptr::null(), 0) } else { None };
@@ -14761,10 +14766,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_write(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_write(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset");
+pub const NEXT_MPI_T_pvar_reset: Next = Next::new(c"PMPI_T_pvar_reset", &ADDRESSES[378]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_reset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_reset, general, false) else { return general_MPI_T_pvar_reset(session, handle, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_reset, std::ptr::null(), 0) } else { None };
@@ -14798,10 +14803,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_reset(session: MPI_T_pvar_session, handle: 
     counted_PMPI_T_pvar_reset(session, handle)
 }
 
-pub static NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset");
+pub const NEXT_MPI_T_pvar_readreset: Next = Next::new(c"PMPI_T_pvar_readreset", &ADDRESSES[379]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_pvar_readreset(via_pmpi: bool, general: bool, session: MPI_T_pvar_session, handle: MPI_T_pvar_handle, buf: *mut c_void) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_pvar_readreset, general, false) else { return general_MPI_T_pvar_readreset(session, handle, buf, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_pvar_session, MPI_T_pvar_handle, *mut c_void) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(session, handle, buf) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_pvar_readreset, std::ptr::null(), 0) } else { None };
@@ -14835,10 +14840,10 @@ pub unsafe extern "C" fn PMPI_T_pvar_readreset(session: MPI_T_pvar_session, hand
     counted_PMPI_T_pvar_readreset(session, handle, buf)
 }
 
-pub static NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info");
+pub const NEXT_MPI_T_enum_get_info: Next = Next::new(c"PMPI_T_enum_get_info", &ADDRESSES[380]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_info(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, num: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_enum_get_info, general, false) else { return general_MPI_T_enum_get_info(enumtype, num, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, num, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_info, std::ptr::null(), 0) } else { None };
@@ -14872,10 +14877,10 @@ pub unsafe extern "C" fn PMPI_T_enum_get_info(enumtype: MPI_T_enum, num: *mut c_
     counted_PMPI_T_enum_get_info(enumtype, num, name, name_len)
 }
 
-pub static NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item");
+pub const NEXT_MPI_T_enum_get_item: Next = Next::new(c"PMPI_T_enum_get_item", &ADDRESSES[381]);
 #[inline(always)]
 unsafe fn wrap_MPI_T_enum_get_item(via_pmpi: bool, general: bool, enumtype: MPI_T_enum, index: c_int, value: *mut c_int, name: *mut c_char, name_len: *mut c_int) -> c_int {
-    let Some(next) = rt::next_for(&NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
+    let Some(next) = rt::next_for(NEXT_MPI_T_enum_get_item, general, false) else { return general_MPI_T_enum_get_item(enumtype, index, value, name, name_len, via_pmpi) };
     let next: unsafe extern "C" fn(MPI_T_enum, c_int, *mut c_int, *mut c_char, *mut c_int) -> c_int = transmute(next);
     let Some(call) = rt::enter(via_pmpi, general) else { return next(enumtype, index, value, name, name_len) };
     let traced = if general && trace::on() { trace::enter(&call, id::MPI_T_enum_get_item, std::ptr::null(), 0) } else { None };
@@ -15300,50 +15305,46 @@ pub fn prefetch_all() {
 /// does `MPI_Init` claim its thread for the counting copies, which then call a hot
 /// routine's real one unchecked ([`Next::claimed`]).
 pub fn hot_resolved() -> bool {
-    [
-        &NEXT_MPI_Get_count,
-        &NEXT_MPI_Iprobe,
-        &NEXT_MPI_Irecv,
-        &NEXT_MPI_Isend,
-        &NEXT_MPI_Probe,
-        &NEXT_MPI_Recv,
-        &NEXT_MPI_Send,
-        &NEXT_MPI_Sendrecv,
-        &NEXT_MPI_Ssend,
-        &NEXT_MPI_Start,
-        &NEXT_MPI_Startall,
-        &NEXT_MPI_Testall,
-        &NEXT_MPI_Testany,
-        &NEXT_MPI_Test,
-        &NEXT_MPI_Waitall,
-        &NEXT_MPI_Waitany,
-        &NEXT_MPI_Wait,
-        &NEXT_MPI_Allgather,
-        &NEXT_MPI_Allgatherv,
-        &NEXT_MPI_Allreduce,
-        &NEXT_MPI_Iallreduce,
-        &NEXT_MPI_Alltoall,
-        &NEXT_MPI_Ialltoall,
-        &NEXT_MPI_Alltoallv,
-        &NEXT_MPI_Barrier,
-        &NEXT_MPI_Ibarrier,
-        &NEXT_MPI_Bcast,
-        &NEXT_MPI_Ibcast,
-        &NEXT_MPI_Reduce,
-        &NEXT_MPI_Ireduce,
-        &NEXT_MPI_Scatter,
-        &NEXT_MPI_Get,
-        &NEXT_MPI_Put,
-        &NEXT_MPI_Win_fence,
-        &NEXT_MPI_Win_flush,
-        &NEXT_MPI_Win_lock,
-        &NEXT_MPI_Win_unlock,
-        &NEXT_MPI_Comm_rank,
-        &NEXT_MPI_Comm_size,
-        &NEXT_MPI_Init,
-        &NEXT_MPI_Init_thread,
-        &NEXT_MPI_Wtime,
-    ]
-    .iter()
-    .all(|next| next.resolved().is_some())
+    NEXT_MPI_Get_count.resolved().is_some()
+        && NEXT_MPI_Iprobe.resolved().is_some()
+        && NEXT_MPI_Irecv.resolved().is_some()
+        && NEXT_MPI_Isend.resolved().is_some()
+        && NEXT_MPI_Probe.resolved().is_some()
+        && NEXT_MPI_Recv.resolved().is_some()
+        && NEXT_MPI_Send.resolved().is_some()
+        && NEXT_MPI_Sendrecv.resolved().is_some()
+        && NEXT_MPI_Ssend.resolved().is_some()
+        && NEXT_MPI_Start.resolved().is_some()
+        && NEXT_MPI_Startall.resolved().is_some()
+        && NEXT_MPI_Testall.resolved().is_some()
+        && NEXT_MPI_Testany.resolved().is_some()
+        && NEXT_MPI_Test.resolved().is_some()
+        && NEXT_MPI_Waitall.resolved().is_some()
+        && NEXT_MPI_Waitany.resolved().is_some()
+        && NEXT_MPI_Wait.resolved().is_some()
+        && NEXT_MPI_Allgather.resolved().is_some()
+        && NEXT_MPI_Allgatherv.resolved().is_some()
+        && NEXT_MPI_Allreduce.resolved().is_some()
+        && NEXT_MPI_Iallreduce.resolved().is_some()
+        && NEXT_MPI_Alltoall.resolved().is_some()
+        && NEXT_MPI_Ialltoall.resolved().is_some()
+        && NEXT_MPI_Alltoallv.resolved().is_some()
+        && NEXT_MPI_Barrier.resolved().is_some()
+        && NEXT_MPI_Ibarrier.resolved().is_some()
+        && NEXT_MPI_Bcast.resolved().is_some()
+        && NEXT_MPI_Ibcast.resolved().is_some()
+        && NEXT_MPI_Reduce.resolved().is_some()
+        && NEXT_MPI_Ireduce.resolved().is_some()
+        && NEXT_MPI_Scatter.resolved().is_some()
+        && NEXT_MPI_Get.resolved().is_some()
+        && NEXT_MPI_Put.resolved().is_some()
+        && NEXT_MPI_Win_fence.resolved().is_some()
+        && NEXT_MPI_Win_flush.resolved().is_some()
+        && NEXT_MPI_Win_lock.resolved().is_some()
+        && NEXT_MPI_Win_unlock.resolved().is_some()
+        && NEXT_MPI_Comm_rank.resolved().is_some()
+        && NEXT_MPI_Comm_size.resolved().is_some()
+        && NEXT_MPI_Init.resolved().is_some()
+        && NEXT_MPI_Init_thread.resolved().is_some()
+        && NEXT_MPI_Wtime.resolved().is_some()
 }
