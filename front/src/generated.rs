@@ -4,17 +4,60 @@
 //! Every routine name the front exports and forwards: `MPI_X` and `PMPI_X` of each row of the
 //! spec table with a wrapper (generated or hand-written); pass-through rows are not exported.
 
-/// Invokes `$then! { $extra... <every name> }`.
+/// Invokes `$then! { <the hot routines' names> ; $extra... <every other name> }`: the hot
+/// ones' trampolines share a page, the one a typical rank keeps (front/trampolines.ld).
 macro_rules! spec_names {
     ($then:ident! { $($extra:ident)* }) => {
         $then! {
+            MPI_Get_count PMPI_Get_count
+            MPI_Iprobe PMPI_Iprobe
+            MPI_Irecv PMPI_Irecv
+            MPI_Isend PMPI_Isend
+            MPI_Probe PMPI_Probe
+            MPI_Recv PMPI_Recv
+            MPI_Send PMPI_Send
+            MPI_Sendrecv PMPI_Sendrecv
+            MPI_Ssend PMPI_Ssend
+            MPI_Start PMPI_Start
+            MPI_Startall PMPI_Startall
+            MPI_Testall PMPI_Testall
+            MPI_Testany PMPI_Testany
+            MPI_Test PMPI_Test
+            MPI_Waitall PMPI_Waitall
+            MPI_Waitany PMPI_Waitany
+            MPI_Wait PMPI_Wait
+            MPI_Allgather PMPI_Allgather
+            MPI_Allgatherv PMPI_Allgatherv
+            MPI_Allreduce PMPI_Allreduce
+            MPI_Iallreduce PMPI_Iallreduce
+            MPI_Alltoall PMPI_Alltoall
+            MPI_Ialltoall PMPI_Ialltoall
+            MPI_Alltoallv PMPI_Alltoallv
+            MPI_Barrier PMPI_Barrier
+            MPI_Ibarrier PMPI_Ibarrier
+            MPI_Bcast PMPI_Bcast
+            MPI_Ibcast PMPI_Ibcast
+            MPI_Reduce PMPI_Reduce
+            MPI_Ireduce PMPI_Ireduce
+            MPI_Scatter PMPI_Scatter
+            MPI_Get PMPI_Get
+            MPI_Put PMPI_Put
+            MPI_Win_fence PMPI_Win_fence
+            MPI_Win_flush PMPI_Win_flush
+            MPI_Win_lock PMPI_Win_lock
+            MPI_Win_unlock PMPI_Win_unlock
+            MPI_Comm_rank PMPI_Comm_rank
+            MPI_Comm_size PMPI_Comm_size
+            MPI_Init PMPI_Init
+            MPI_Init_thread PMPI_Init_thread
+            MPI_Wtime PMPI_Wtime
+            ;
             $($extra)*
             MPI_Bsend PMPI_Bsend
             MPI_Bsend_init PMPI_Bsend_init
             MPI_Buffer_attach PMPI_Buffer_attach
             MPI_Buffer_detach PMPI_Buffer_detach
             MPI_Cancel PMPI_Cancel
-            MPI_Get_count PMPI_Get_count
             MPI_Get_elements PMPI_Get_elements
             MPI_Get_elements_x PMPI_Get_elements_x
             MPI_Grequest_complete PMPI_Grequest_complete
@@ -22,39 +65,23 @@ macro_rules! spec_names {
             MPI_Ibsend PMPI_Ibsend
             MPI_Improbe PMPI_Improbe
             MPI_Imrecv PMPI_Imrecv
-            MPI_Iprobe PMPI_Iprobe
-            MPI_Irecv PMPI_Irecv
             MPI_Irsend PMPI_Irsend
-            MPI_Isend PMPI_Isend
             MPI_Issend PMPI_Issend
             MPI_Mprobe PMPI_Mprobe
             MPI_Mrecv PMPI_Mrecv
-            MPI_Probe PMPI_Probe
             MPI_Recv_init PMPI_Recv_init
-            MPI_Recv PMPI_Recv
             MPI_Request_free PMPI_Request_free
             MPI_Request_get_status PMPI_Request_get_status
             MPI_Rsend PMPI_Rsend
             MPI_Rsend_init PMPI_Rsend_init
             MPI_Send_init PMPI_Send_init
-            MPI_Send PMPI_Send
-            MPI_Sendrecv PMPI_Sendrecv
             MPI_Sendrecv_replace PMPI_Sendrecv_replace
             MPI_Ssend_init PMPI_Ssend_init
-            MPI_Ssend PMPI_Ssend
-            MPI_Start PMPI_Start
-            MPI_Startall PMPI_Startall
             MPI_Status_set_cancelled PMPI_Status_set_cancelled
             MPI_Status_set_elements PMPI_Status_set_elements
             MPI_Status_set_elements_x PMPI_Status_set_elements_x
-            MPI_Testall PMPI_Testall
-            MPI_Testany PMPI_Testany
-            MPI_Test PMPI_Test
             MPI_Test_cancelled PMPI_Test_cancelled
             MPI_Testsome PMPI_Testsome
-            MPI_Waitall PMPI_Waitall
-            MPI_Waitany PMPI_Waitany
-            MPI_Wait PMPI_Wait
             MPI_Waitsome PMPI_Waitsome
             MPI_Bsend_c PMPI_Bsend_c
             MPI_Bsend_init_c PMPI_Bsend_init_c
@@ -89,22 +116,11 @@ macro_rules! spec_names {
             MPI_Sendrecv_replace_c PMPI_Sendrecv_replace_c
             MPI_Ssend_c PMPI_Ssend_c
             MPI_Ssend_init_c PMPI_Ssend_init_c
-            MPI_Allgather PMPI_Allgather
             MPI_Iallgather PMPI_Iallgather
-            MPI_Allgatherv PMPI_Allgatherv
             MPI_Iallgatherv PMPI_Iallgatherv
-            MPI_Allreduce PMPI_Allreduce
-            MPI_Iallreduce PMPI_Iallreduce
-            MPI_Alltoall PMPI_Alltoall
-            MPI_Ialltoall PMPI_Ialltoall
-            MPI_Alltoallv PMPI_Alltoallv
             MPI_Ialltoallv PMPI_Ialltoallv
             MPI_Alltoallw PMPI_Alltoallw
             MPI_Ialltoallw PMPI_Ialltoallw
-            MPI_Barrier PMPI_Barrier
-            MPI_Ibarrier PMPI_Ibarrier
-            MPI_Bcast PMPI_Bcast
-            MPI_Ibcast PMPI_Ibcast
             MPI_Exscan PMPI_Exscan
             MPI_Iexscan PMPI_Iexscan
             MPI_Gather PMPI_Gather
@@ -121,8 +137,6 @@ macro_rules! spec_names {
             MPI_Ineighbor_alltoallv PMPI_Ineighbor_alltoallv
             MPI_Neighbor_alltoallw PMPI_Neighbor_alltoallw
             MPI_Ineighbor_alltoallw PMPI_Ineighbor_alltoallw
-            MPI_Reduce PMPI_Reduce
-            MPI_Ireduce PMPI_Ireduce
             MPI_Reduce_local PMPI_Reduce_local
             MPI_Reduce_scatter PMPI_Reduce_scatter
             MPI_Ireduce_scatter PMPI_Ireduce_scatter
@@ -130,7 +144,6 @@ macro_rules! spec_names {
             MPI_Ireduce_scatter_block PMPI_Ireduce_scatter_block
             MPI_Scan PMPI_Scan
             MPI_Iscan PMPI_Iscan
-            MPI_Scatter PMPI_Scatter
             MPI_Iscatter PMPI_Iscatter
             MPI_Scatterv PMPI_Scatterv
             MPI_Iscatterv PMPI_Iscatterv
@@ -223,9 +236,7 @@ macro_rules! spec_names {
             MPI_Accumulate PMPI_Accumulate
             MPI_Compare_and_swap PMPI_Compare_and_swap
             MPI_Fetch_and_op PMPI_Fetch_and_op
-            MPI_Get PMPI_Get
             MPI_Get_accumulate PMPI_Get_accumulate
-            MPI_Put PMPI_Put
             MPI_Raccumulate PMPI_Raccumulate
             MPI_Rget PMPI_Rget
             MPI_Rget_accumulate PMPI_Rget_accumulate
@@ -241,8 +252,6 @@ macro_rules! spec_names {
             MPI_Win_create_keyval PMPI_Win_create_keyval
             MPI_Win_delete_attr PMPI_Win_delete_attr
             MPI_Win_detach PMPI_Win_detach
-            MPI_Win_fence PMPI_Win_fence
-            MPI_Win_flush PMPI_Win_flush
             MPI_Win_flush_all PMPI_Win_flush_all
             MPI_Win_flush_local PMPI_Win_flush_local
             MPI_Win_flush_local_all PMPI_Win_flush_local_all
@@ -253,7 +262,6 @@ macro_rules! spec_names {
             MPI_Win_get_group PMPI_Win_get_group
             MPI_Win_get_info PMPI_Win_get_info
             MPI_Win_get_name PMPI_Win_get_name
-            MPI_Win_lock PMPI_Win_lock
             MPI_Win_lock_all PMPI_Win_lock_all
             MPI_Win_post PMPI_Win_post
             MPI_Win_set_attr PMPI_Win_set_attr
@@ -264,7 +272,6 @@ macro_rules! spec_names {
             MPI_Win_start PMPI_Win_start
             MPI_Win_sync PMPI_Win_sync
             MPI_Win_test PMPI_Win_test
-            MPI_Win_unlock PMPI_Win_unlock
             MPI_Win_unlock_all PMPI_Win_unlock_all
             MPI_Win_wait PMPI_Win_wait
             MPI_Accumulate_c PMPI_Accumulate_c
@@ -461,14 +468,12 @@ macro_rules! spec_names {
             MPI_Comm_get_parent PMPI_Comm_get_parent
             MPI_Comm_group PMPI_Comm_group
             MPI_Comm_join PMPI_Comm_join
-            MPI_Comm_rank PMPI_Comm_rank
             MPI_Comm_remote_group PMPI_Comm_remote_group
             MPI_Comm_remote_size PMPI_Comm_remote_size
             MPI_Comm_set_attr PMPI_Comm_set_attr
             MPI_Comm_set_errhandler PMPI_Comm_set_errhandler
             MPI_Comm_set_info PMPI_Comm_set_info
             MPI_Comm_set_name PMPI_Comm_set_name
-            MPI_Comm_size PMPI_Comm_size
             MPI_Comm_spawn PMPI_Comm_spawn
             MPI_Comm_spawn_multiple PMPI_Comm_spawn_multiple
             MPI_Comm_split PMPI_Comm_split
@@ -547,9 +552,7 @@ macro_rules! spec_names {
             MPI_Info_get_nthkey PMPI_Info_get_nthkey
             MPI_Info_get_valuelen PMPI_Info_get_valuelen
             MPI_Info_set PMPI_Info_set
-            MPI_Init PMPI_Init
             MPI_Initialized PMPI_Initialized
-            MPI_Init_thread PMPI_Init_thread
             MPI_Is_thread_main PMPI_Is_thread_main
             MPI_Op_commutative PMPI_Op_commutative
             MPI_Op_create PMPI_Op_create
@@ -557,7 +560,6 @@ macro_rules! spec_names {
             MPI_Pcontrol PMPI_Pcontrol
             MPI_Query_thread PMPI_Query_thread
             MPI_Wtick PMPI_Wtick
-            MPI_Wtime PMPI_Wtime
             MPI_T_init_thread PMPI_T_init_thread
             MPI_T_finalize PMPI_T_finalize
             MPI_T_cvar_get_num PMPI_T_cvar_get_num

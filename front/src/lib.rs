@@ -32,55 +32,68 @@ mod resolve;
 use std::ffi::c_void;
 use std::sync::atomic::AtomicPtr;
 
-/// Defines, for the names given: a slot each ([`SLOTS`], [`Slot`], [`names::name`]), its lazy
-/// stub (module `lazy`), and the exported trampoline.
+/// Defines, for the names given (the hot routines', then the others): a slot each ([`SLOTS`],
+/// [`Slot`], [`names::name`]), its lazy stub (module `lazy`), and the exported trampoline, the
+/// hot ones' first (`.text.trampolines.hot`, front/trampolines.ld).
 macro_rules! trampolines {
-    ($($name:ident)*) => {
+    ($($hot:ident)* ; $($cold:ident)*) => {
         /// Each exported name's index in [`SLOTS`] and [`names::name`].
         #[allow(non_camel_case_types, dead_code)]
         #[repr(usize)]
         enum Slot {
-            $($name,)*
+            $($hot,)* $($cold,)*
         }
 
         /// Every exported name, each followed by a NUL, in slot order.
-        const NAMES_TEXT: &str = concat!($(stringify!($name), "\0",)*);
+        const NAMES_TEXT: &str = concat!($(stringify!($hot), "\0",)* $(stringify!($cold), "\0",)*);
 
         /// Where each export jumps: its lazy stub until [`resolve::resolve`] ran for it, then
         /// the implementation's routine or the next definition.
         static SLOTS: [AtomicPtr<c_void>; names::COUNT] =
-            [$(AtomicPtr::new(lazy::$name as *mut c_void),)*];
+            [$(AtomicPtr::new(lazy::$hot as *mut c_void),)* $(AtomicPtr::new(lazy::$cold as *mut c_void),)*];
 
         /// The lazy stubs: each puts its slot index in `%r11` (a scratch register that carries
         /// no argument) and goes to [`lazy_common`].
         mod lazy {
-            $(
-                #[unsafe(naked)]
-                pub(super) unsafe extern "C" fn $name() {
-                    core::arch::naked_asm!(
-                        "mov ${index}, %r11d",
-                        "jmp {common}",
-                        index = const super::Slot::$name as u32,
-                        common = sym super::lazy_common,
-                        options(att_syntax),
-                    )
-                }
-            )*
+            $(lazy_stub!($hot);)*
+            $(lazy_stub!($cold);)*
         }
 
-        $(
-            #[unsafe(naked)]
-            #[no_mangle]
-            #[link_section = ".text.trampolines"]
-            pub unsafe extern "C" fn $name() {
-                core::arch::naked_asm!(
-                    "jmp *({slots} + {offset})(%rip)",
-                    slots = sym SLOTS,
-                    offset = const 8 * Slot::$name as usize,
-                    options(att_syntax),
-                )
-            }
-        )*
+        $(trampoline!($hot, ".text.trampolines.hot");)*
+        $(trampoline!($cold, ".text.trampolines");)*
+    };
+}
+
+/// A lazy stub (see [`trampolines`]), in module `lazy`.
+macro_rules! lazy_stub {
+    ($name:ident) => {
+        #[unsafe(naked)]
+        pub(super) unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                "mov ${index}, %r11d",
+                "jmp {common}",
+                index = const super::Slot::$name as u32,
+                common = sym super::lazy_common,
+                options(att_syntax),
+            )
+        }
+    };
+}
+
+/// The exported trampoline of `$name`, in `$section`.
+macro_rules! trampoline {
+    ($name:ident, $section:literal) => {
+        #[unsafe(naked)]
+        #[no_mangle]
+        #[link_section = $section]
+        pub unsafe extern "C" fn $name() {
+            core::arch::naked_asm!(
+                "jmp *({slots} + {offset})(%rip)",
+                slots = sym SLOTS,
+                offset = const 8 * Slot::$name as usize,
+                options(att_syntax),
+            )
+        }
     };
 }
 
@@ -163,11 +176,11 @@ mod names {
 /// restores them all and jumps where it returned: the routine runs as if called directly. In
 /// between it calls the implementation's `abi::BOUND` ([`resolve::BOUND`], if any), which drops
 /// the read-only pages this first call mapped, this library's `.text` among them: so this code is
-/// with the trampolines, whose chunk stays resident anyway, and `resolve` has returned by then.
+/// with the hot trampolines, whose page stays resident anyway, and `resolve` has returned by then.
 /// Before `resolve` it calls the implementation's `abi::FIRST_CALL` ([`resolve::FIRST_CALL`], if
 /// any), so that the implementation counts all of this as time in MPI.
 #[unsafe(naked)]
-#[link_section = ".text.trampolines"]
+#[link_section = ".text.trampolines.hot"]
 unsafe extern "C" fn lazy_common() {
     core::arch::naked_asm!(
         // At entry %rsp = 8 (mod 16); after %rbp and 7 registers it is 8, after 136 bytes 0.

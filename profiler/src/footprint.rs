@@ -83,6 +83,9 @@ static LOOKED_UP: [AtomicUsize; 2 * MAX_LOOKED_UP] =
     [const { AtomicUsize::new(0) }; 2 * MAX_LOOKED_UP];
 static LOOKED_UP_N: AtomicUsize = AtomicUsize::new(0);
 static FIRST_CALL_N: AtomicUsize = AtomicUsize::new(0);
+/// [`ReadOnly::front_windows`] as the first release found them, as (start, end) pairs; 0, 0:
+/// none (no front).
+static FRONT_WINDOWS: [AtomicUsize; 4] = [const { AtomicUsize::new(0) }; 4];
 static PAGE: AtomicUsize = AtomicUsize::new(0);
 
 /// Drop this process's mappings of the read-only segments (see the module doc). Placed with the
@@ -202,12 +205,27 @@ fn map_page_by_page(r: Range, page: usize) {
 }
 
 /// [`map_page_by_page`] for the steady state's code, at the first release (before the real
-/// `MPI_Init`; cold, in `.text`, whose pages that release drops).
+/// `MPI_Init`; cold, in `.text`, whose pages that release drops), and for the front's
+/// windows ([`ReadOnly::front_windows`]): a rank then keeps of the front's code the page of the
+/// hot routines' trampolines, and of its symbol tables the page of the bloom filter that every
+/// lazy binding of a name the front lacks reads, not their three pages each.
 #[inline(never)]
 fn map_steady_page_by_page() {
     if let Some(placed) = placed_code() {
-        if room_for_mappings(pages_of(placed.steady, placed.page)) {
+        let front = [0, 1].map(|i| Range {
+            start: FRONT_WINDOWS[2 * i].load(Relaxed),
+            end: FRONT_WINDOWS[2 * i + 1].load(Relaxed),
+        });
+        let pages = front
+            .iter()
+            .fold(pages_of(placed.steady, placed.page), |n, &r| {
+                n + pages_of(r, placed.page)
+            });
+        if room_for_mappings(pages) {
             map_page_by_page(placed.steady, placed.page);
+            for r in front {
+                map_page_by_page(r, placed.page);
+            }
         }
     }
 }
@@ -312,7 +330,16 @@ fn fill_release_list(todo: &mut [Range; MAX_RANGES]) -> usize {
         ranges,
         looked_up,
         first_call,
+        front_windows,
     } = read_only_ranges();
+    for (i, r) in front_windows
+        .iter()
+        .take(FRONT_WINDOWS.len() / 2)
+        .enumerate()
+    {
+        FRONT_WINDOWS[2 * i].store(r.start, Relaxed);
+        FRONT_WINDOWS[2 * i + 1].store(r.end, Relaxed);
+    }
     let both = looked_up.iter().chain(&first_call);
     for (i, r) in both.take(MAX_LOOKED_UP).enumerate() {
         LOOKED_UP[2 * i].store(r.start, Relaxed);
@@ -661,6 +688,22 @@ pub struct ReadOnly {
     /// [`mpistat_impl_bound`]): the front's code and this library's read-only data (the front's
     /// `dlsym` reads its symbol tables).
     pub first_call: Vec<Range>,
+    /// The last 64 KiB window of each of the front's read-only segments, where
+    /// front/trampolines.ld places what a rank keeps using of them: the bloom filter and hash
+    /// table of its dynamic symbols (`.gnu.hash`), which every lazy binding of the program reads
+    /// first, and its trampolines (the hot routines' first).
+    pub front_windows: Vec<Range>,
+}
+
+/// The kernel's fault-around window, and the alignment of the chunks the linker scripts place.
+const FAULT_AROUND: usize = 64 * 1024;
+
+/// The part of the code range `code` in its last [`FAULT_AROUND`] window.
+fn last_window(code: Range) -> Range {
+    Range {
+        start: code.start.max((code.end - 1) / FAULT_AROUND * FAULT_AROUND),
+        end: code.end,
+    }
 }
 
 /// The [`ReadOnly`] ranges of this process.
@@ -703,6 +746,7 @@ pub fn read_only_ranges() -> ReadOnly {
             if front {
                 let code = read_only.iter().filter(|r| !data.contains(r));
                 found.first_call.extend(code);
+                found.front_windows = read_only.iter().map(|&r| last_window(r)).collect();
             }
             found.ranges.extend(read_only);
             if own {
@@ -722,6 +766,7 @@ pub fn read_only_ranges() -> ReadOnly {
             ranges: Vec::new(),
             looked_up: Vec::new(),
             first_call: Vec::new(),
+            front_windows: Vec::new(),
         },
     };
     // SAFETY: `visit` matches the callback type and only reads what the loader gives it.
@@ -946,6 +991,20 @@ mod tests {
         let paged = mapped_after_one_read("footprint-paged", |r| map_page_by_page(r, 4096));
         let only_17: Vec<bool> = (0..32).map(|i| i == 17).collect();
         assert_eq!(paged, only_17);
+    }
+
+    #[test]
+    fn the_front_s_windows_are_its_segments_last_ones() {
+        let range = |start, end| Range { start, end };
+        // The front as linked: code from 0x42000, trampolines from 0x80000 to the PLT's page.
+        let code = range(0x7f00_0004_2000, 0x7f00_0008_3000);
+        assert_eq!(last_window(code), range(0x7f00_0008_0000, 0x7f00_0008_3000));
+        // Ending on a window's boundary: that whole window.
+        let code = range(0x42000, 0x90000);
+        assert_eq!(last_window(code), range(0x80000, 0x90000));
+        // Code smaller than a window: all of it, never before its start.
+        let code = range(0x81000, 0x83000);
+        assert_eq!(last_window(code), code);
     }
 
     #[test]

@@ -1285,10 +1285,19 @@ pub fn front_rs(rows: &[Row]) -> String {
         "//! Every routine name the front exports and forwards: `MPI_X` and `PMPI_X` of each row of the\n\
          //! spec table with a wrapper (generated or hand-written); pass-through rows are not exported.\n\
          \n\
-         /// Invokes `$then! { $extra... <every name> }`.\n\
-         macro_rules! spec_names {\n    ($then:ident! { $($extra:ident)* }) => {\n        $then! {\n            $($extra)*\n",
+         /// Invokes `$then! { <the hot routines' names> ; $extra... <every other name> }`: the hot\n\
+         /// ones' trampolines share a page, the one a typical rank keeps (front/trampolines.ld).\n\
+         macro_rules! spec_names {\n    ($then:ident! { $($extra:ident)* }) => {\n        $then! {\n",
     );
-    for row in rows.iter().filter(|r| r.has_id()) {
+    let (hot, rest): (Vec<&Row>, Vec<&Row>) = rows
+        .iter()
+        .filter(|r| r.has_id())
+        .partition(|r| r.semantics.hot);
+    for row in hot {
+        writeln!(out, "            {} {}", row.name(), pmpi_name(row.name())).unwrap();
+    }
+    out.push_str("            ;\n            $($extra)*\n");
+    for row in rest {
         writeln!(out, "            {} {}", row.name(), pmpi_name(row.name())).unwrap();
     }
     out.push_str("        }\n    };\n}\n\npub(crate) use spec_names;\n");
