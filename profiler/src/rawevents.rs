@@ -31,6 +31,13 @@ const COLLECTIVE: u64 = 6;
 /// An `Enter` and its `Exit`: region in bits 3-31 of the header, duration (ticks) in bits 32-63.
 const CALL: u64 = 7;
 
+/// In a [`COLLECTIVE`] header: the record ends a superstep ([`RawEvents::end_superstep`]).
+/// Above the communicator's 32 bits, which decoding keeps: the events are the same.
+const SUPERSTEP_END: u64 = 1 << 63;
+
+/// [`RawEvents::collective_at`] when the chunk holds no collective's record.
+const NO_COLLECTIVE: usize = usize::MAX;
+
 /// The most words one event takes (a collective exit).
 pub const MAX_WORDS: usize = 5;
 
@@ -49,6 +56,9 @@ pub struct RawEvents {
     words: Vec<u64>,
     /// Words before the chunk's, in the spill file (its first `spilled` words).
     spilled: usize,
+    /// Where in the chunk the last collective's record starts ([`NO_COLLECTIVE`]: none), for
+    /// [`RawEvents::end_superstep`].
+    collective_at: usize,
 }
 
 /// The header of a [`CALL`] record of `region` ([`RawEvents::push_call`]), 0 when the region
@@ -114,7 +124,11 @@ fn unpair(w: u64) -> (u32, i32) {
 impl RawEvents {
     /// Room for `words` words, reserved (see `trace::event_buffer`).
     pub fn with_capacity(words: Vec<u64>) -> RawEvents {
-        RawEvents { words, spilled: 0 }
+        RawEvents {
+            words,
+            spilled: 0,
+            collective_at: NO_COLLECTIVE,
+        }
     }
 
     /// Words in the chunk.
@@ -148,6 +162,47 @@ impl RawEvents {
     pub fn truncate(&mut self, position: usize) {
         self.words.truncate(position.saturating_sub(self.spilled));
         self.spilled = self.spilled.min(position);
+        if self.collective_at >= self.words.len() {
+            self.collective_at = NO_COLLECTIVE;
+        }
+    }
+
+    /// Mark the last record, a collective's exit that ended a superstep, as that superstep's
+    /// end: the recorder's cut, found again by [`RawEvents::position_after_superstep`]. One
+    /// bit in a word written already, where a list of cuts took a word a superstep and 8 KiB of
+    /// every traced rank's memory. False, and nothing marked, if the chunk holds no
+    /// collective's record (nothing calls it so).
+    #[inline(always)]
+    pub fn end_superstep(&mut self) -> bool {
+        match self.words.get_mut(self.collective_at) {
+            Some(head) => {
+                *head |= SUPERSTEP_END;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The position (as [`RawEvents::position`] was then) right after the `k`-th superstep
+    /// [`RawEvents::end_superstep`] marked (from 1), reading the spilled words back from `file`;
+    /// `None` if there are fewer or the file cannot be read. Only `MPI_Finalize` asks, and only
+    /// when a rank stopped recording early (the trace is cut where every rank recorded).
+    pub fn position_after_superstep(&self, k: usize, file: Option<&File>) -> Option<usize> {
+        let (mut seen, mut before, mut found) = (0, 0, None);
+        self.pieces(file, |words| {
+            let used = walk_records(words, &|t| t, &mut |_| {}, &mut |end, head| {
+                if head & 7 == COLLECTIVE && head & SUPERSTEP_END != 0 {
+                    seen += 1;
+                    if seen == k && found.is_none() {
+                        found = Some(before + end);
+                    }
+                }
+            });
+            before += used;
+            used
+        })
+        .ok()?;
+        found
     }
 
     /// Append the chunk's words to `file` (after the words spilled before, whatever a failed
@@ -160,6 +215,7 @@ impl RawEvents {
         file.write_all_at(as_bytes(&self.words), at)?;
         self.spilled += self.words.len();
         self.words.clear();
+        self.collective_at = NO_COLLECTIVE;
         Ok(())
     }
 
@@ -172,6 +228,9 @@ impl RawEvents {
     /// Record `kind` at `time`.
     #[inline(always)]
     pub fn push(&mut self, time: u64, kind: EventKind) {
+        if let EventKind::CollectiveExit { .. } = kind {
+            self.collective_at = self.words.len();
+        }
         let (words, n) = encode(time, kind);
         self.push_words(&words[..n]);
     }
@@ -211,6 +270,9 @@ impl RawEvents {
         (at, event): (u64, EventKind),
         exit: Option<u64>,
     ) {
+        if let EventKind::CollectiveExit { .. } = event {
+            self.collective_at = self.words.len() + 2;
+        }
         let (words, n) = encode(at, event);
         // (It is: so the compiler sees the indices below in bounds, wherever this is inlined.)
         let n = n.min(MAX_WORDS);
@@ -277,6 +339,16 @@ impl RawEvents {
         time: impl Fn(u64) -> u64,
         mut sink: impl FnMut(Event),
     ) -> io::Result<()> {
+        self.pieces(file, |words| {
+            walk_records(words, &time, &mut sink, &mut |_, _| {})
+        })
+    }
+
+    /// Every word, oldest first, to `each` in pieces of whole records: the spilled ones read
+    /// back from `file` in pieces of [`REPLAY_WORDS`], then the chunk's. `each` returns how
+    /// many words it used (those of a record a piece ended inside are not; they start the next
+    /// piece).
+    fn pieces(&self, file: Option<&File>, mut each: impl FnMut(&[u64]) -> usize) -> io::Result<()> {
         let mut piece = vec![0u64; REPLAY_WORDS];
         // Words of a record a piece ended inside, moved to the next piece's start.
         let mut carried = 0;
@@ -288,19 +360,19 @@ impl RawEvents {
                 file.read_exact_at(as_bytes_mut(&mut piece[carried..carried + n]), at)?;
                 read += n;
                 let words = &piece[..carried + n];
-                let used = decode_words(words, &time, &mut sink);
+                let used = each(words);
                 carried = words.len() - used;
                 piece.copy_within(used..used + carried, 0);
             }
         }
         if carried == 0 {
-            decode_words(&self.words, &time, &mut sink);
+            each(&self.words);
         } else {
             // A record is never split by a spill, so this does not happen but for a file
             // changed under the rank: its words end the trace.
             piece.truncate(carried);
             piece.extend_from_slice(&self.words);
-            decode_words(&piece, &time, &mut sink);
+            each(&piece);
         }
         Ok(())
     }
@@ -309,7 +381,7 @@ impl RawEvents {
     #[cfg(test)]
     pub fn decode(&self, time: impl Fn(u64) -> u64) -> Vec<Event> {
         let mut out = Vec::new();
-        decode_words(&self.words, &time, &mut |e| out.push(e));
+        walk_records(&self.words, &time, &mut |e| out.push(e), &mut |_, _| {});
         out
     }
 }
@@ -333,7 +405,13 @@ fn as_bytes_mut(words: &mut [u64]) -> &mut [u8] {
 
 /// The events of `words`' whole records to `sink`, each time mapped by `time`; the words used
 /// (those of a record cut short at the end are not).
-fn decode_words(words: &[u64], time: &impl Fn(u64) -> u64, sink: &mut impl FnMut(Event)) -> usize {
+/// After each record, `ended` is given where it ends in `words` and its header.
+fn walk_records(
+    words: &[u64],
+    time: &impl Fn(u64) -> u64,
+    sink: &mut impl FnMut(Event),
+    ended: &mut impl FnMut(usize, u64),
+) -> usize {
     let mut w = words;
     while let [head, t, rest @ ..] = w {
         let payload = head >> 3;
@@ -350,6 +428,7 @@ fn decode_words(words: &[u64], time: &impl Fn(u64) -> u64, sink: &mut impl FnMut
                     kind: EventKind::Exit,
                 });
                 w = rest;
+                ended(words.len() - w.len(), *head);
                 continue;
             }
             ENTER => (
@@ -416,6 +495,7 @@ fn decode_words(words: &[u64], time: &impl Fn(u64) -> u64, sink: &mut impl FnMut
             kind,
         });
         w = &rest[used..];
+        ended(words.len() - w.len(), *head);
     }
     words.len() - w.len()
 }
@@ -516,6 +596,19 @@ mod tests {
     }
 
     impl Record {
+        /// Whether its last event is a collective's exit (a superstep may end there).
+        fn ends_with_a_collective(&self) -> bool {
+            matches!(
+                self,
+                Record::Event(_, EventKind::CollectiveExit { .. })
+                    | Record::CallWith {
+                        event: (_, EventKind::CollectiveExit { .. }),
+                        exit: None,
+                        ..
+                    }
+            )
+        }
+
         /// Write it into `raw` (which has room for it); the events it stands for.
         fn write(&self, raw: &mut RawEvents) -> Vec<Event> {
             let event = |time, kind| Event { time, kind };
@@ -589,29 +682,44 @@ mod tests {
         /// (as the recorder does) and read back in pieces that end inside records, gives the
         /// same events and the same rank file as one recorded at once; and so when it is cut
         /// after any record (a superstep every rank recorded), in the file or in the chunk.
+        ///
+        /// Supersteps marked at collectives' records ([`RawEvents::end_superstep`]) are found
+        /// again where they ended, in both, and the marks change no event.
         #[test]
         fn a_spilled_trace_is_the_trace_recorded_at_once(
-            records in prop::collection::vec(record(), 1..600),
+            records in prop::collection::vec((record(), any::<bool>()), 1..600),
             chunk in MAX_CALL_WORDS..200,
             at in any::<prop::sample::Index>(),
         ) {
             let room = records.len() * MAX_CALL_WORDS;
             let mut at_once = RawEvents::with_capacity(Vec::with_capacity(room));
             let mut chunked = RawEvents::with_capacity(Vec::with_capacity(chunk));
+            let mut unmarked = RawEvents::with_capacity(Vec::with_capacity(room));
             let file = spill_file();
-            let mut ends = Vec::new();
-            for record in &records {
+            let (mut ends, mut cuts) = (Vec::new(), Vec::new());
+            for (record, ends_superstep) in &records {
                 if chunked.len() + MAX_CALL_WORDS > chunked.capacity() {
                     chunked.spill(&file).unwrap();
                 }
                 prop_assert_eq!(chunked.capacity(), chunk);
                 record.write(&mut at_once);
                 record.write(&mut chunked);
+                record.write(&mut unmarked);
                 prop_assert_eq!(at_once.position(), chunked.position());
                 ends.push(at_once.position());
+                if *ends_superstep && record.ends_with_a_collective() {
+                    prop_assert!(at_once.end_superstep() && chunked.end_superstep());
+                    cuts.push(at_once.position());
+                }
             }
             prop_assert!(chunked.spilled > 0 || at_once.position() <= chunk);
             prop_assert_eq!(replayed(&at_once, None), replayed(&chunked, Some(&file)));
+            prop_assert_eq!(replayed(&at_once, None), replayed(&unmarked, None));
+            for (k, &cut) in cuts.iter().enumerate() {
+                prop_assert_eq!(at_once.position_after_superstep(k + 1, None), Some(cut));
+                prop_assert_eq!(chunked.position_after_superstep(k + 1, Some(&file)), Some(cut));
+            }
+            prop_assert_eq!(chunked.position_after_superstep(cuts.len() + 1, Some(&file)), None);
             let cut = ends[at.index(ends.len())];
             at_once.truncate(cut);
             chunked.truncate(cut);

@@ -58,10 +58,9 @@ impl Recorder {
             cold = true;
             let began = ticks();
             let root = spill::root_of(&self.config.directory);
-            let files = spill::open(&root).and_then(|events| Ok((events, spill::open(&root)?)));
-            self.spill = match files {
-                Ok((Some(events), Some(cuts))) => Spill::Files { events, cuts },
-                Ok(_) => {
+            self.spill = match spill::open(&root) {
+                Ok(Some(events)) => Spill::File(events),
+                Ok(None) => {
                     let room = event_buffer(self.capacity);
                     self.capacity = self.capacity.min(room.capacity());
                     self.events.move_into(room);
@@ -72,7 +71,7 @@ impl Recorder {
             self.overhead_ticks += ticks().saturating_sub(began);
         }
         let room = match &self.spill {
-            Spill::Files { events, .. } => {
+            Spill::File(events) => {
                 let began = ticks();
                 let spilled = self.events.spill(events).is_ok();
                 if cold {
@@ -206,21 +205,26 @@ impl Recorder {
         };
     }
 
-    /// [`Recorder::superstep_done`] while recording, when the superstep neither ends the
-    /// window nor needs more room for its cut (nothing here can panic); else false, and
-    /// nothing done.
+    /// [`Recorder::superstep_done`] while recording, when the superstep does not end the
+    /// window (nothing here can panic); else false, and nothing done.
     #[inline(always)]
     pub(super) fn superstep_quickly(&mut self) -> bool {
         let recorded = (self.supersteps + 1).saturating_sub(self.config.skip_supersteps);
         let window = self.config.record_supersteps;
-        if self.state != State::Recording
-            || (window > 0 && recorded >= window)
-            || !self.cuts.push_within(self.events.position())
-        {
+        if self.state != State::Recording || (window > 0 && recorded >= window) {
             return false;
         }
+        self.cut();
         self.supersteps += 1;
         true
+    }
+
+    /// A superstep recorded: its collective's record, the last, marks where it ends.
+    #[inline(always)]
+    fn cut(&mut self) {
+        let marked = self.events.end_superstep();
+        debug_assert!(marked, "a superstep's end follows its collective's record");
+        self.supersteps_recorded += 1;
     }
 
     /// End of a synchronising collective on a communicator spanning the world: a superstep.
@@ -228,11 +232,7 @@ impl Recorder {
         self.supersteps += 1;
         match self.state {
             State::Recording => {
-                let file = match &self.spill {
-                    Spill::Files { cuts, .. } => Some(cuts),
-                    _ => None,
-                };
-                self.cuts.push(self.events.position(), file);
+                self.cut();
                 let recorded = self.supersteps - self.config.skip_supersteps;
                 if self.config.record_supersteps > 0 && recorded >= self.config.record_supersteps {
                     self.set_state(State::Stopped);

@@ -22,16 +22,12 @@ use std::path::{Path, PathBuf};
 /// docs/footprint.md, "tracewarm").
 pub(super) const CHUNK_WORDS: usize = 4096;
 
-/// Cuts ([`Cuts`]) kept in memory (8 KiB): a spill every 1,024 supersteps. 2 KiB saved 2-8 kB
-/// and cost an `MPI_Allreduce` 13-30 ns more (docs/footprint.md, "tracewarm").
-const CUTS_CHUNK: usize = 1024;
-
 /// Where the events that do not fit the chunk go.
 pub(super) enum Spill {
     /// No chunk filled yet.
     NotYet,
-    /// The spill files of the events and of the cuts.
-    Files { events: File, cuts: File },
+    /// The spill file of the events.
+    File(File),
     /// The trace root is on a tmpfs or ramfs: the chunk grew to the budget.
     InMemory,
     /// The spill file could not be made or written (an unwritable trace root, a full disk):
@@ -74,84 +70,6 @@ pub(super) fn open(dir: &Path) -> io::Result<Option<File>> {
         Err(e) => return Err(e),
     };
     Ok((!in_memory_fs(&file)).then_some(file))
-}
-
-/// [`Recorder::events`]' position after each superstep recorded, oldest first (a word each,
-/// one a superstep however long the job): the latest [`CUTS_CHUNK`] in memory, the earlier ones
-/// in a spill file of their own once the events have one.
-///
-/// [`Recorder::events`]: super::state::Recorder
-pub(super) struct Cuts {
-    chunk: Vec<u64>,
-    spilled: usize,
-}
-
-impl Cuts {
-    pub(super) fn new() -> Cuts {
-        Cuts {
-            chunk: Vec::new(),
-            spilled: 0,
-        }
-    }
-
-    /// Cuts recorded.
-    pub(super) fn len(&self) -> usize {
-        self.spilled + self.chunk.len()
-    }
-
-    /// Record a cut where the chunk has room, without growing it (the fast path): false, and
-    /// nothing done, where it has none.
-    #[inline(always)]
-    pub(super) fn push_within(&mut self, position: usize) -> bool {
-        if self.chunk.len() == self.chunk.capacity() {
-            return false;
-        }
-        self.chunk.push(position as u64);
-        true
-    }
-
-    /// Record a cut (the slow path): a full chunk is spilled to `file` first if some (else, or
-    /// if that fails, it grows).
-    pub(super) fn push(&mut self, position: usize, file: Option<&File>) {
-        use std::os::unix::fs::FileExt;
-        if self.chunk.len() >= CUTS_CHUNK {
-            if let Some(file) = file {
-                let at = (self.spilled * std::mem::size_of::<u64>()) as u64;
-                if file
-                    .write_all_at(crate::rawevents::as_bytes(&self.chunk), at)
-                    .is_ok()
-                {
-                    self.spilled += self.chunk.len();
-                    self.chunk.clear();
-                }
-            }
-        }
-        if self.chunk.capacity() == 0 {
-            self.chunk.reserve_exact(CUTS_CHUNK);
-        }
-        self.chunk.push(position as u64);
-    }
-
-    /// The cut at index `i` (from `file`, the one [`Cuts::push`] spilled to, if there); none
-    /// where it cannot be read.
-    pub(super) fn get(&self, i: usize, file: Option<&File>) -> Option<usize> {
-        use std::os::unix::fs::FileExt;
-        match i.checked_sub(self.spilled) {
-            Some(j) => self.chunk.get(j).map(|&c| c as usize),
-            None => {
-                let mut word = [0u8; 8];
-                let at = (i * std::mem::size_of::<u64>()) as u64;
-                file?.read_exact_at(&mut word, at).ok()?;
-                Some(u64::from_ne_bytes(word) as usize)
-            }
-        }
-    }
-
-    /// All cuts of an unspilled list.
-    #[cfg(test)]
-    pub(super) fn in_memory(&self) -> Vec<usize> {
-        self.chunk.iter().map(|&c| c as usize).collect()
-    }
 }
 
 /// Whether `file` is on a file system whose files are memory (tmpfs, ramfs).
@@ -197,29 +115,6 @@ mod tests {
             Path::new("/scratch/t")
         );
         assert_eq!(root_of("/scratch/t"), Path::new("/scratch/t"));
-    }
-
-    /// Cuts beyond the chunk go to the file and come back from it; without a file the chunk
-    /// grows.
-    #[test]
-    fn cuts_spill_and_come_back() {
-        let dir = std::env::temp_dir().join(format!("mpistat-cuts-test-{}", std::process::id()));
-        let file = open(&dir).unwrap();
-        let (mut spilled, mut grown) = (Cuts::new(), Cuts::new());
-        for i in 0..3 * CUTS_CHUNK + 5 {
-            spilled.push(7 * i, file.as_ref());
-            grown.push(7 * i, None);
-        }
-        assert_eq!(spilled.len(), 3 * CUTS_CHUNK + 5);
-        if file.is_some() {
-            assert!(spilled.chunk.len() <= CUTS_CHUNK);
-        }
-        for i in 0..spilled.len() {
-            assert_eq!(spilled.get(i, file.as_ref()), Some(7 * i));
-            assert_eq!(grown.get(i, None), Some(7 * i));
-        }
-        assert_eq!(spilled.get(spilled.len(), file.as_ref()), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The spill file has no name: nothing is left in the directory, and no one else can

@@ -3,7 +3,7 @@
 //! completed at its end ([`start`]), and its event buffer.
 
 use super::clocks::{measure_offset, test_skew, Nodes, Skew};
-use super::spill::{Cuts, Spill, CHUNK_WORDS};
+use super::spill::{Spill, CHUNK_WORDS};
 use super::state::{Facts, FastSites, Recorder, State, RECORDER, REQUEST_NULL};
 use crate::callsite::CallSites;
 use crate::clock::Anchor;
@@ -183,7 +183,7 @@ impl Recorder {
             snapshot: Vec::new(),
             cartesian: None,
             supersteps: 0,
-            cuts: Cuts::new(),
+            supersteps_recorded: 0,
             stop_note: None,
             stopped_by_budget: false,
             stopped_by_spill: false,

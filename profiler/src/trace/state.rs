@@ -3,7 +3,7 @@
 
 use super::clocks::{Nodes, Skew};
 use super::sites::class_of;
-use super::spill::{Cuts, Spill};
+use super::spill::Spill;
 use crate::callsite::{CallSites, Slot};
 use crate::clock::Anchor;
 use crate::family::Handle;
@@ -148,8 +148,8 @@ pub(super) struct Recorder {
     pub(super) snapshot: Vec<MPI_Request>,
     pub(super) cartesian: Option<(Vec<u32>, Vec<u32>)>,
     pub(super) supersteps: u64,
-    /// `events.position()` after each superstep recorded.
-    pub(super) cuts: Cuts,
+    /// Supersteps recorded, each marked at its end in `events` (its cut).
+    pub(super) supersteps_recorded: usize,
     pub(super) stop_note: Option<String>,
     pub(super) stopped_by_budget: bool,
     /// Recording stopped because the chunk could not be spilled ([`Spill::Failed`]).

@@ -60,7 +60,7 @@ fn finish_traced(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     let dir = trace_dir(&recorder.config.directory, &job_id);
     // Where every rank recorded completely: the cut when any rank stopped for its budget or
     // a failed spill.
-    let recorded = recorder.cuts.len() as u64;
+    let recorded = recorder.supersteps_recorded as u64;
     let stopped = [recorder.stopped_by_budget, recorder.stopped_by_spill].map(u64::from);
     let agreed = mpi::allreduce(
         &[u64::MAX - recorded, stopped[0], stopped[1]],
@@ -78,11 +78,14 @@ fn finish_traced(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
                 0 => 0,
                 k => {
                     let file = match &recorder.spill {
-                        Spill::Files { cuts, .. } => Some(cuts),
+                        Spill::File(events) => Some(events),
                         _ => None,
                     };
                     // A cut that cannot be read back keeps nothing.
-                    recorder.cuts.get(k as usize - 1, file).unwrap_or(0)
+                    recorder
+                        .events
+                        .position_after_superstep(k as usize, file)
+                        .unwrap_or(0)
                 }
             };
             recorder.events.truncate(keep);
@@ -125,7 +128,7 @@ fn finish_traced(comm: &OwnComm, job_start_unix_ms: u64, job_pid: u32) {
     };
     let (time, recording_overhead_ns) = recorder.ticks_to_ns();
     let spill = match &recorder.spill {
-        Spill::Files { events, .. } => Some(events),
+        Spill::File(events) => Some(events),
         _ => None,
     };
     let replay = |sink: &mut dyn FnMut(Event)| recorder.events.replay(spill, &time, sink);

@@ -221,10 +221,19 @@ fn outcome(r: &Recorder) -> impl PartialEq + std::fmt::Debug {
     let events_before = |&cut: &usize| r.events.first(cut).decode(|t| t).len();
     (
         r.events.decode(|t| t),
-        r.cuts
-            .in_memory()
-            .iter()
-            .map(events_before)
+        (1..=r.supersteps_recorded)
+            .map(|k| {
+                r.events
+                    .position_after_superstep(k, None)
+                    .unwrap_or(usize::MAX)
+            })
+            .map(|cut| {
+                if cut == usize::MAX {
+                    usize::MAX
+                } else {
+                    events_before(&cut)
+                }
+            })
             .collect::<Vec<_>>(),
         r.supersteps,
         r.state,
