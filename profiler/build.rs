@@ -49,6 +49,10 @@ fn main() {
     println!("cargo:rerun-if-changed={}", trace_ld.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-T,{}", trace_ld.display());
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,max-page-size=65536");
+    // Each segment starts on a page of its own, not where the one before ended: the relocated
+    // data (RELRO) and the writable data each then take the fewest pages their size allows,
+    // all of which every rank keeps (the loader writes them). Only the file grows (padding).
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,separate-loadable-segments");
     let dirs = family
         .include_dirs()
         .unwrap_or_else(|| panic!("{}", family.missing("mpi.h")));
