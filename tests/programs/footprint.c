@@ -1,8 +1,8 @@
 /* Prints, per rank, how much of the profiler (libmpistat_<family>.so, loaded by the front) and of
  * the front (libmpistat.so) is resident after MPI_Init and a loop of common calls long enough to
  * fill the superstep buffer (so its merging runs too), from /proc/self/smaps: "code rss_kb=N
- * size_kb=M" for the code (r-xp mapping), "rodata rss_kb=N size_kb=M" for the first read-only
- * segment (dynamic symbols, constants, unwind tables; mapped at offset 0) and "relro rss_kb=N
+ * size_kb=M" for the code (r-xp mappings), "rodata rss_kb=N size_kb=M" for the first read-only
+ * segment (dynamic symbols, constants, unwind tables; the read-only mappings before the code) and "relro rss_kb=N
  * size_kb=M" for the data the loader relocated and then made read-only (a later read-only
  * mapping: private to each process), the front's prefixed "front"; and "libc unwind rss_kb=N
  * size_kb=M" for libc's unwind tables (`.eh_frame_hdr`, then `.eh_frame` to the end of their
@@ -119,15 +119,18 @@ static void report_residency(int rank, const char *library, const char *label) {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[1024];
     int in = 0; /* 1: code, 2: first read-only segment, 3: relocated read-only data */
+    int past_code = 0; /* read-only mappings after the code are the relocated data's */
     unsigned long start, end, offset, rss_kb[4] = {0}, size_kb[4] = {0};
     if (!f) return;
     while (fgets(line, sizeof line, f)) {
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s %lx", &start, &end, perms, &offset) == 4) {
             in = 0;
+            /* (By position, not by offset: the profiler maps the end of the first segment page
+             * by page, so it is several mappings, at offsets other than 0.) */
             if (strstr(line, library) != NULL) {
-                if (strcmp(perms, "r-xp") == 0) in = 1;
-                else if (strcmp(perms, "r--p") == 0) in = offset == 0 ? 2 : 3;
+                if (strcmp(perms, "r-xp") == 0) in = 1, past_code = 1;
+                else if (strcmp(perms, "r--p") == 0) in = past_code ? 3 : 2;
             }
             if (in) size_kb[in] += (end - start) / 1024;
         } else if (in && strncmp(line, "Rss:", 4) == 0) {

@@ -547,7 +547,6 @@ fn trace_steady_path_shares_one_section() {
                 "5trace14superstep_left",
                 "8callsite9CallSites10find_again",
                 "9rawevents9RawEvents5spill",
-                "5trace5spill4Cuts4push",
                 // Its loop runs on after the first `madvise`: elsewhere, it maps its chunk back.
                 "9footprint23release_read_only_pages",
             ],
@@ -613,10 +612,10 @@ for_each_mpi! {
         // Without the release nearly all of the library stays mapped (fault-around maps 64 KiB
         // around each page touched while starting up, and the front's choice of the
         // implementation runs once). With it: code, the hot chunk (and the page the code segment
-        // shares with the one before it; the front: its trampolines); read-only data, the
+        // shares with the one before it; the front: the page of its hot trampolines); read-only data, the
         // front's chunk of dynamic symbols that later lazy bindings read, none of the
         // implementation's. Nothing the loops run (superstep merging included), nor a lookup of
-        // a routine, maps another chunk. Of the hot chunk, only the pages the loops run: 52 kB
+        // a routine, maps another chunk. Of the hot chunk, only the pages the loops run: 44 kB
         // of its 60 (footprint.rs maps it page by page; whole, it was 64).
         assert_little_resident(mpi, &[], 56, false);
     }
@@ -653,9 +652,9 @@ for_each_mpi! {
     /// spill after it. Spread over `.text`, a traced rank kept 12-13 chunks of code and 5-6 of
     /// read-only data (+1.2-1.4 MB of VmRSS); with the general copies and the steady path in two
     /// chunks, 64 + 12 kB more than now (docs/footprint.md, "tracewarm"). Of the two chunks,
-    /// only the pages run: 64-68 kB (footprint.rs maps them page by page; whole, 112).
+    /// only the pages run: 60 kB (footprint.rs maps them page by page; whole, 112).
     fn a_traced_loop_maps_one_more_chunk(mpi) {
-        assert_little_resident(mpi, &[], 80, true);
+        assert_little_resident(mpi, &[], 72, true);
     }
 }
 
@@ -691,23 +690,27 @@ fn assert_little_resident(mpi: Mpi, args: &[&str], code_kb: u64, traced: bool) {
     let outcome = run_footprint(mpi, args, traced, &syslogd);
     // The implementation's lines, then the front's (prefixed "front"): "rank N [front ]KIND ...".
     for label in ["", "front "] {
-        // The front's read-only data: the pages of its bloom filter (`.gnu.hash`, 12 kB), which
-        // this program's own first calls of fopen, fgets, sscanf ... after the loops read. Its
-        // chunk of `.dynsym` and `.dynstr`, which binding each of the loops' routines mapped
-        // back, is dropped again at that routine's first call (`mpistat_impl_bound`) and after
-        // 1,024, 2,048 and 4,096 supersteps (`release_symbol_tables`; 64 kB more, 76-108
-        // measured, while it stayed). The implementation's: none (nothing binds to
-        // its symbols, and the constants its hot code reads are with that code); it was a 64 kB
-        // chunk while a jump table and a table the hot code reads were in `.rodata`.
-        let rodata_kb = if label.is_empty() { 8 } else { 16 };
+        // The front's read-only data: the page of its bloom filter (`.gnu.hash`), which this
+        // program's own first calls of fopen, fgets, sscanf ... after the loops read: the
+        // bloom filter turns those names away, and the hash table's other two pages stay out
+        // (the profiler maps that window page by page; whole, 12 kB). Its chunk of `.dynsym`
+        // and `.dynstr`, which binding each of the loops' routines mapped back, is dropped
+        // again at that routine's first call (`mpistat_impl_bound`) and after 1,024, 2,048 and
+        // 4,096 supersteps (`release_symbol_tables`; 64 kB more, 76-108 measured, while it
+        // stayed). The implementation's: none (nothing binds to its symbols, and the constants
+        // its hot code reads are with that code); it was a 64 kB chunk while a jump table and
+        // a table the hot code reads were in `.rodata`.
+        let rodata_kb = 8;
         // The front's code: its trampolines, the end of its code segment on a 64 KiB boundary
-        // (front/trampolines.ld), so that the chunk fault-around maps is theirs alone: 12 kB,
-        // where a chunk shared with the rest of the code kept 64-80.
-        let code_kb = if label.is_empty() { code_kb } else { 16 };
+        // (front/trampolines.ld), the hot routines' first, in one page with the code of a
+        // routine's first call: 4 kB (mapped page by page; the three pages whole, 12 kB; a
+        // chunk shared with the rest of the code kept 64-80).
+        let code_kb = if label.is_empty() { code_kb } else { 8 };
         // What the loader relocated, then made read-only: private to every process. The
         // front's exported names are one text and offsets, not a relocated table of slices
-        // (44 kB of it resident with one; now 12). The implementation's: 36 kB.
-        let relro_kb = if label.is_empty() { 40 } else { 16 };
+        // (44 kB of it resident with one; now 12). The implementation's: 32 kB, on pages of
+        // its own (`-z separate-loadable-segments`; 36 where it began in a page's middle).
+        let relro_kb = if label.is_empty() { 36 } else { 16 };
         // (kind, most resident, least mapping size: the relocated data is small, but there).
         for (kind, most_kb, least_size_kb) in [
             ("code", code_kb, 150),
