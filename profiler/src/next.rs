@@ -53,9 +53,9 @@ pub fn after_us(name: &CStr) -> *mut c_void {
 ///
 /// A constant (the generated `NEXT_X`, [`crate::hooks::PCONTROL`]), not a static: the cells are
 /// one dense array of zeroed addresses (`.bss`, generated `ADDRESSES`, 8 bytes a routine) and the
-/// names stay in the code that reads them. As statics holding their name's pointer, the 383
-/// routines took 9 kB of `.data` with a relocation each, written by the loader in every process
-/// and so resident in every rank (docs/footprint.md, "dense"). Passed by value (16 bytes, two
+/// names stay in the code that reads them. As statics holding their name's pointer, the 382
+/// routines (613 under MPICH) took 9 kB of `.data` (15 kB) with a relocation each, written by
+/// the loader in every process and so resident in every rank (docs/footprint.md, "dense"). Passed by value (16 bytes, two
 /// registers; the name as a thin pointer, as a `&CStr` would make it 24 bytes, passed through
 /// memory): a reference to a constant, or a larger one, would make the compiler keep a relocated
 /// copy of it.
