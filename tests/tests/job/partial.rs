@@ -248,3 +248,31 @@ fn a_finalize_that_cannot_make_its_communicator_does_not_abort_the_job(mpi) {
     }
 }
 }
+
+for_each_mpi! {
+/// `no_context_left.c rank0`: rank 0 alone uses up its context ids (duplicates of
+/// `MPI_COMM_SELF`), the other rank has plenty. Bare, the job succeeds. Under Open MPI the
+/// profiler's `MPI_Comm_create_group` then failed on rank 0 alone: the other rank waited in it
+/// for good, and rank 0 crashed in the real `MPI_Finalize` (SIGSEGV in `mca_pml_ob1_isend`,
+/// progressing the failed creation's request). The ranks must agree that one of them cannot
+/// make it, and rank 0 write a partial record saying why.
+fn a_communicator_one_rank_cannot_make_fails_on_every_rank(mpi) {
+    let _serial = serial();
+    let syslogd = Syslogd::start();
+    let job = Job::new(program_for("no_context_left.c", mpi), 2)
+        .mpi(mpi)
+        .arg("rank0")
+        .timeout(std::time::Duration::from_secs(60));
+    job.bare().assert_success();
+    let outcome = job.profiled(&syslogd.site_config());
+    outcome.assert_success();
+    assert!(outcome.stdout.starts_with("leaked "), "{outcome:?}");
+    let record = syslogd.single_record();
+    let reason = record.partial.as_deref().expect("a partial record");
+    assert!(
+        reason.contains("making its communicator failed") && reason.contains("rank 0"),
+        "{reason}"
+    );
+    assert_eq!(routine(&record, "MPI_Allreduce").calls, Stat::single(1, 0));
+}
+}
