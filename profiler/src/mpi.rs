@@ -18,9 +18,10 @@ use crate::generated::wrappers::{
     NEXT_MPI_Dist_graph_neighbors_count as DIST_GRAPH_NEIGHBORS_COUNT,
     NEXT_MPI_Errhandler_free as ERRHANDLER_FREE,
     NEXT_MPI_Graph_neighbors_count as GRAPH_NEIGHBORS_COUNT, NEXT_MPI_Group_free as GROUP_FREE,
-    NEXT_MPI_Group_size as GROUP_SIZE, NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS,
-    NEXT_MPI_Iprobe as IPROBE, NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV,
-    NEXT_MPI_Send as SEND, NEXT_MPI_Sendrecv as SENDRECV, NEXT_MPI_Topo_test as TOPO_TEST,
+    NEXT_MPI_Group_incl as GROUP_INCL, NEXT_MPI_Group_size as GROUP_SIZE,
+    NEXT_MPI_Group_translate_ranks as GROUP_TRANSLATE_RANKS, NEXT_MPI_Iprobe as IPROBE,
+    NEXT_MPI_Query_thread as QUERY_THREAD, NEXT_MPI_Recv as RECV, NEXT_MPI_Send as SEND,
+    NEXT_MPI_Sendrecv as SENDRECV, NEXT_MPI_Topo_test as TOPO_TEST,
 };
 use std::ffi::{c_int, c_void};
 use std::mem::transmute;
@@ -161,7 +162,7 @@ impl OwnComm {
                 COMM_GET_ERRHANDLER.get(),
             )(world, &mut kept))?;
             let created = match check(set(world, errors_return)) {
-                Ok(()) => Self::of_group(world),
+                Ok(()) => every_rank_can_make_one(world).and_then(|()| Self::of_group(world)),
                 Err(e) => Err(e),
             };
             let restored = check(set(world, kept));
@@ -176,18 +177,35 @@ impl OwnComm {
     /// `MPI_Comm_create_group` of all of `world`'s group.
     #[link_section = ".text.finalize.mpistat"]
     fn of_group(world: MPI_Comm) -> MpiResult<OwnComm> {
+        Self::of_ranks(world, None)
+    }
+
+    /// `MPI_Comm_create_group` of `world`'s group, or of only its rank `alone` (collective over
+    /// that group: for one rank, local).
+    #[link_section = ".text.finalize.mpistat"]
+    fn of_ranks(world: MPI_Comm, alone: Option<c_int>) -> MpiResult<OwnComm> {
         let mut group = MPI_Group::NONE;
         let mut c = MPI_Comm::NONE;
-        // SAFETY: the real routines with valid handles and out pointers; the group is freed
+        // SAFETY: the real routines with valid handles and out pointers; each group is freed
         // once.
         unsafe {
+            let free_group = transmute::<*mut c_void, GroupFreeFn>(GROUP_FREE.get());
             check(transmute::<*mut c_void, CommGroupFn>(COMM_GROUP.get())(
                 world, &mut group,
             ))?;
+            if let Some(rank) = alone {
+                let mut one = MPI_Group::NONE;
+                let rc = transmute::<*mut c_void, GroupInclFn>(GROUP_INCL.get())(
+                    group, 1, &rank, &mut one,
+                );
+                free_group(&mut group);
+                check(rc)?;
+                group = one;
+            }
             let rc = transmute::<*mut c_void, CommCreateGroupFn>(COMM_CREATE_GROUP.get())(
                 world, group, CREATE_TAG, &mut c,
             );
-            transmute::<*mut c_void, GroupFreeFn>(GROUP_FREE.get())(&mut group);
+            free_group(&mut group);
             check(rc)?;
         }
         Ok(OwnComm(c))
@@ -207,6 +225,40 @@ impl OwnComm {
         })?;
         Ok(OwnComm(c))
     }
+}
+
+/// Whether every rank of `world` can make a communicator now (collective; `world`'s errors
+/// return). Under Open MPI a rank with no context id left fails `MPI_Comm_create_group` alone,
+/// before it exchanges anything: the other ranks then wait in theirs for good, and the failed
+/// creation's request, progressed in the real `MPI_Finalize`, crashed that rank
+/// (tests/programs/no_context_left.c, "rank0"). So each rank first makes one of itself alone
+/// (local) and frees it, and the ranks agree with one `MPI_Allreduce` on `world` (collectives
+/// never match the program's messages) on the largest error; all of them go on, or none.
+/// Within the tiny chance that a rank has a context id left but not one all ranks share: that
+/// rank still fails alone. MPICH agrees on a context id by a mask over all the ranks, which
+/// every rank then finds empty together: nothing to add there.
+#[cfg(mpistat_family = "openmpi")]
+#[link_section = ".text.finalize.mpistat"]
+fn every_rank_can_make_one(world: MPI_Comm) -> MpiResult<()> {
+    let mine = comm_rank(world).and_then(|rank| OwnComm::of_ranks(world, Some(rank)));
+    let error = match mine {
+        Ok(alone) => {
+            drop(alone);
+            0
+        }
+        Err(MpiError(code)) => u64::from(code.unsigned_abs()).max(1),
+    };
+    match allreduce_max_on(&[error], world)?[..] {
+        [0] => Ok(()),
+        [worst, ..] => Err(MpiError(c_int::try_from(worst).unwrap_or(-1))),
+        [] => Err(MpiError(-1)),
+    }
+}
+
+#[cfg(mpistat_family = "mpich")]
+#[inline(always)]
+fn every_rank_can_make_one(_world: MPI_Comm) -> MpiResult<()> {
+    Ok(())
 }
 
 impl Drop for OwnComm {
@@ -337,7 +389,10 @@ pub fn allreduce(data: &[u64], op: Op, comm: &OwnComm) -> MpiResult<Vec<u64>> {
 }
 
 /// MPI's `MPI_Allreduce` with `MPI_MAX` of `data` on any communicator (`MPI_COMM_WORLD` inside
-/// `MPI_Init`, where the user cannot have a collective in progress: trace mode's agreement).
+/// `MPI_Init`, where the user cannot have a collective in progress: trace mode's agreement; and
+/// `MPI_Finalize`'s on making its communicator). Inlined: each caller's copy stays in that
+/// caller's section (`.text.init`, `.text.finalize`).
+#[inline(always)]
 pub fn allreduce_max_on(data: &[u64], comm: MPI_Comm) -> MpiResult<Vec<u64>> {
     let (datatype, len) = words(data.len())?;
     let mpi_op: MPI_Op = predefined(Predefined::OpMax).ok_or(MpiError(-1))?;
@@ -379,6 +434,12 @@ type GroupTranslateFn = unsafe extern "C" fn(
     *mut c_int,
 ) -> c_int;
 type GroupFreeFn = unsafe extern "C" fn(*mut crate::ffi::MPI_Group) -> c_int;
+type GroupInclFn = unsafe extern "C" fn(
+    crate::ffi::MPI_Group,
+    c_int,
+    *const c_int,
+    *mut crate::ffi::MPI_Group,
+) -> c_int;
 type CartGetFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int;
 type CartShiftFn = unsafe extern "C" fn(MPI_Comm, c_int, c_int, *mut c_int, *mut c_int) -> c_int;
 type GraphNeighborsCountFn = unsafe extern "C" fn(MPI_Comm, c_int, *mut c_int) -> c_int;
