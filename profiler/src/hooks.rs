@@ -608,11 +608,14 @@ fn reduce_and_publish(
     // The program's first call of MPI_Finalize was bound lazily, through the front's symbol
     // tables, which MPI_Init's end had dropped: their 64 kB chunk would count in the first step.
     release_step();
-    let comm = OwnComm::private(world).map_err(failed("making its communicator"))?;
+    // One rank per node counts the node: the launcher says which, else MPI finds out (a
+    // collective, on one more communicator: each one at finalize costs a scheduling round when
+    // ranks share cores).
+    let local_rank = crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank);
+    let comm = OwnComm::private(world, usize::from(local_rank.is_none()))
+        .map_err(failed("making its communicator"))?;
     release_step();
-    // One rank per node counts the node: the launcher says which, else MPI finds out
-    // (a collective: each one at finalize costs a scheduling round when ranks share cores).
-    let node_leader = match crate::node::local_rank(|v| std::env::var(v).ok(), job.init.rank) {
+    let node_leader = match local_rank {
         Some(local) => local == 0,
         None => {
             comm.node_local()

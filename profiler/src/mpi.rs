@@ -148,9 +148,11 @@ impl OwnComm {
     /// selection maps 64 kB more of `libmpich` a rank; docs/footprint.md "mpichdup"). The
     /// creating call reports its errors (MPICH's "Too many communicators" when the program
     /// used up the context ids) through `world`'s error handler, by default fatal: `world`
-    /// has `MPI_ERRORS_RETURN` for the call, and its own handler back after it.
+    /// has `MPI_ERRORS_RETURN` for the call, and its own handler back after it. `more`: how many
+    /// more communicators the caller will make from it ([`OwnComm::node_local`]), which every
+    /// rank must be able to make as well.
     #[link_section = ".text.finalize.mpistat"]
-    pub fn private(world: MPI_Comm) -> MpiResult<OwnComm> {
+    pub fn private(world: MPI_Comm, more: usize) -> MpiResult<OwnComm> {
         let errors_return: MPI_Errhandler =
             predefined(Predefined::ErrorsReturn).ok_or(MpiError(-1))?;
         // SAFETY: the real routines with valid handles and out pointers; `kept` is freed once,
@@ -162,7 +164,7 @@ impl OwnComm {
                 COMM_GET_ERRHANDLER.get(),
             )(world, &mut kept))?;
             let created = match check(set(world, errors_return)) {
-                Ok(()) => every_rank_can_make_one(world).and_then(|()| Self::of_group(world)),
+                Ok(()) => every_rank_can_make(world, 1 + more).and_then(|()| Self::of_group(world)),
                 Err(e) => Err(e),
             };
             let restored = check(set(world, kept));
@@ -227,25 +229,29 @@ impl OwnComm {
     }
 }
 
-/// Whether every rank of `world` can make a communicator now (collective; `world`'s errors
-/// return). Under Open MPI a rank with no context id left fails `MPI_Comm_create_group` alone,
-/// before it exchanges anything: the other ranks then wait in theirs for good, and the failed
-/// creation's request, progressed in the real `MPI_Finalize`, crashed that rank
-/// (tests/programs/no_context_left.c, "rank0"). So each rank first makes one of itself alone
-/// (local) and frees it, and the ranks agree with one `MPI_Allreduce` on `world` (collectives
-/// never match the program's messages) on the largest error; all of them go on, or none.
-/// Within the tiny chance that a rank has a context id left but not one all ranks share: that
-/// rank still fails alone. MPICH agrees on a context id by a mask over all the ranks, which
+/// Whether every rank of `world` can make `count` communicators now (collective; `world`'s
+/// errors return). Under Open MPI a rank with no context id left fails `MPI_Comm_create_group` (or
+/// `MPI_Comm_split_type`) alone, before it exchanges anything: the other ranks then wait in
+/// theirs for good, and the failed creation's request, progressed in the real `MPI_Finalize`,
+/// crashed that rank (tests/programs/no_context_left.c, "rank0"). So each rank first makes
+/// `count` of itself alone (local), holding each while it makes the next, and frees them, and
+/// the ranks agree with one `MPI_Allreduce` on `world` (collectives never match the program's
+/// messages) on the largest error: all of them go on, or none. Left: a rank with context ids
+/// but none that every rank has free still fails alone, which takes some 65,000 communicators
+/// and a pattern of frees. MPICH agrees on a context id by a mask over all the ranks, which
 /// every rank then finds empty together: nothing to add there.
 #[cfg(mpistat_family = "openmpi")]
 #[link_section = ".text.finalize.mpistat"]
-fn every_rank_can_make_one(world: MPI_Comm) -> MpiResult<()> {
-    let mine = comm_rank(world).and_then(|rank| OwnComm::of_ranks(world, Some(rank)));
-    let error = match mine {
-        Ok(alone) => {
-            drop(alone);
-            0
+fn every_rank_can_make(world: MPI_Comm, count: usize) -> MpiResult<()> {
+    let mine = comm_rank(world).and_then(|rank| {
+        let mut held = Vec::with_capacity(count);
+        for _ in 0..count {
+            held.push(OwnComm::of_ranks(world, Some(rank))?);
         }
+        Ok(())
+    });
+    let error = match mine {
+        Ok(()) => 0,
         Err(MpiError(code)) => u64::from(code.unsigned_abs()).max(1),
     };
     match allreduce_max_on(&[error], world)?[..] {
@@ -257,7 +263,7 @@ fn every_rank_can_make_one(world: MPI_Comm) -> MpiResult<()> {
 
 #[cfg(mpistat_family = "mpich")]
 #[inline(always)]
-fn every_rank_can_make_one(_world: MPI_Comm) -> MpiResult<()> {
+fn every_rank_can_make(_world: MPI_Comm, _count: usize) -> MpiResult<()> {
     Ok(())
 }
 
