@@ -698,11 +698,13 @@ pub struct ReadOnly {
 /// The kernel's fault-around window, and the alignment of the chunks the linker scripts place.
 const FAULT_AROUND: usize = 64 * 1024;
 
-/// The part of the code range `code` in its last [`FAULT_AROUND`] window.
-fn last_window(code: Range) -> Range {
+/// The part of `segment` in its last [`FAULT_AROUND`] window.
+fn last_window(segment: Range) -> Range {
     Range {
-        start: code.start.max((code.end - 1) / FAULT_AROUND * FAULT_AROUND),
-        end: code.end,
+        start: segment
+            .start
+            .max((segment.end - 1) / FAULT_AROUND * FAULT_AROUND),
+        end: segment.end,
     }
 }
 
