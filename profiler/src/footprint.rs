@@ -216,11 +216,11 @@ fn map_steady_page_by_page() {
             start: FRONT_WINDOWS[2 * i].load(Relaxed),
             end: FRONT_WINDOWS[2 * i + 1].load(Relaxed),
         });
-        let pages = front
-            .iter()
-            .fold(pages_of(placed.steady, placed.page), |n, &r| {
-                n + pages_of(r, placed.page)
-            });
+        let pages = pages_of(placed.steady, placed.page)
+            + front
+                .iter()
+                .map(|&r| pages_of(r, placed.page))
+                .sum::<usize>();
         if room_for_mappings(pages) {
             map_page_by_page(placed.steady, placed.page);
             for r in front {

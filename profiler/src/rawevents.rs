@@ -35,9 +35,6 @@ const CALL: u64 = 7;
 /// Above the communicator's 32 bits, which decoding keeps: the events are the same.
 const SUPERSTEP_END: u64 = 1 << 63;
 
-/// [`RawEvents::collective_at`] when the chunk holds no collective's record.
-const NO_COLLECTIVE: usize = usize::MAX;
-
 /// The most words one event takes (a collective exit).
 pub const MAX_WORDS: usize = 5;
 
@@ -56,9 +53,6 @@ pub struct RawEvents {
     words: Vec<u64>,
     /// Words before the chunk's, in the spill file (its first `spilled` words).
     spilled: usize,
-    /// Where in the chunk the last collective's record starts ([`NO_COLLECTIVE`]: none), for
-    /// [`RawEvents::end_superstep`].
-    collective_at: usize,
 }
 
 /// The header of a [`CALL`] record of `region` ([`RawEvents::push_call`]), 0 when the region
@@ -106,7 +100,7 @@ fn encode(time: u64, kind: EventKind) -> ([u64; MAX_WORDS], usize) {
         } => {
             let head = COLLECTIVE | u64::from(root.is_some()) << 3 | u64::from(comm) << 4;
             let root = u64::from(root.unwrap_or(0));
-            ([head, time, root, sent, received], 5)
+            ([head, time, root, sent, received], MAX_WORDS)
         }
     };
     (words, n)
@@ -124,11 +118,7 @@ fn unpair(w: u64) -> (u32, i32) {
 impl RawEvents {
     /// Room for `words` words, reserved (see `trace::event_buffer`).
     pub fn with_capacity(words: Vec<u64>) -> RawEvents {
-        RawEvents {
-            words,
-            spilled: 0,
-            collective_at: NO_COLLECTIVE,
-        }
+        RawEvents { words, spilled: 0 }
     }
 
     /// Words in the chunk.
@@ -162,24 +152,24 @@ impl RawEvents {
     pub fn truncate(&mut self, position: usize) {
         self.words.truncate(position.saturating_sub(self.spilled));
         self.spilled = self.spilled.min(position);
-        if self.collective_at >= self.words.len() {
-            self.collective_at = NO_COLLECTIVE;
-        }
     }
 
     /// Mark the last record, a collective's exit that ended a superstep, as that superstep's
     /// end: the recorder's cut, found again by [`RawEvents::position_after_superstep`]. One
     /// bit in a word written already, where a list of cuts took a word a superstep and 8 KiB of
-    /// every traced rank's memory. False, and nothing marked, if the chunk holds no
-    /// collective's record (nothing calls it so).
+    /// every traced rank's memory. A collective's exit is the longest record ([`MAX_WORDS`]),
+    /// so its header is that far from the chunk's end. False, and nothing marked, if the word
+    /// there is no collective's header (nothing calls it so; a spill between the record and
+    /// this call would have emptied the chunk).
     #[inline(always)]
     pub fn end_superstep(&mut self) -> bool {
-        match self.words.get_mut(self.collective_at) {
-            Some(head) => {
+        let at = self.words.len().wrapping_sub(MAX_WORDS);
+        match self.words.get_mut(at) {
+            Some(head) if *head & 7 == COLLECTIVE => {
                 *head |= SUPERSTEP_END;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -193,7 +183,7 @@ impl RawEvents {
             let used = walk_records(words, &|t| t, &mut |_| {}, &mut |end, head| {
                 if head & 7 == COLLECTIVE && head & SUPERSTEP_END != 0 {
                     seen += 1;
-                    if seen == k && found.is_none() {
+                    if seen == k {
                         found = Some(before + end);
                     }
                 }
@@ -215,7 +205,6 @@ impl RawEvents {
         file.write_all_at(as_bytes(&self.words), at)?;
         self.spilled += self.words.len();
         self.words.clear();
-        self.collective_at = NO_COLLECTIVE;
         Ok(())
     }
 
@@ -228,9 +217,6 @@ impl RawEvents {
     /// Record `kind` at `time`.
     #[inline(always)]
     pub fn push(&mut self, time: u64, kind: EventKind) {
-        if let EventKind::CollectiveExit { .. } = kind {
-            self.collective_at = self.words.len();
-        }
         let (words, n) = encode(time, kind);
         self.push_words(&words[..n]);
     }
@@ -270,9 +256,6 @@ impl RawEvents {
         (at, event): (u64, EventKind),
         exit: Option<u64>,
     ) {
-        if let EventKind::CollectiveExit { .. } = event {
-            self.collective_at = self.words.len() + 2;
-        }
         let (words, n) = encode(at, event);
         // (It is: so the compiler sees the indices below in bounds, wherever this is inlined.)
         let n = n.min(MAX_WORDS);
